@@ -1,0 +1,293 @@
+"""The real Slurm backend: builds argv lists, runs them through a Runner, parses the output."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping, Sequence
+
+from .backend import NextState, power_cycle
+from .errors import RetryableError, TerminalError, ValidationError
+from .runners import LocalRunner, Runner
+from .slurm_parsers import (
+    parse_partitions,
+    parse_sbatch_error,
+    parse_sbatch_parsable,
+    parse_sinfo_json,
+    parse_squeue_json,
+)
+from .types import BMC, TAG_PREFIX, CommandResult, JobInfo, JobSpec, NodeInfo, PartitionInfo
+from .validation import (
+    validate_job_spec,
+    validate_node_name,
+    validate_path,
+    validate_reason,
+    validate_tag,
+    validate_username,
+)
+
+_RETRYABLE = re.compile(
+    r"Unable to contact slurm controller|Connection refused|Socket timed out|timed out|"
+    r"Zero Bytes were transmitted|Communication connection failure|Transport endpoint|"
+    r"Slurm backup controller in standby mode|Network is unreachable|No route to host|"
+    r"Resource temporarily unavailable|Munge encode failed|Unable to establish",
+    re.IGNORECASE,
+)
+
+
+def _slurm_message(res: CommandResult) -> str:
+    text = (res.stderr.strip() or res.stdout.strip()) or f"exit status {res.exit_code}"
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    # drop sudo/ssh noise, keep Slurm's lines
+    return "\n".join(lines[-5:])
+
+
+class SlurmBackend:
+    """Talks to Slurm with its command-line tools (22.05+) through ``runner``.
+
+    * reads: ``sinfo --json``, ``squeue --json``, ``scontrol show partition -o`` as the runner's
+      account (the portal's service account);
+    * submit/cancel/read output: as the researcher, ``sudo -n -u <user> sbatch|scancel|tail``;
+    * admin (drain, resume, reboot, cancel as admin): ``sudo -n scontrol|scancel`` when
+      ``use_sudo_for_admin`` (else the runner's account must be Slurm admin).
+
+    ``slurm_conf`` is exported as SLURM_CONF outside sudo (sudoers must env_keep it).
+    ``default_work_dir`` ("{user}" is replaced) is used when a JobSpec has no work_dir.
+    """
+
+    def __init__(
+        self,
+        runner: Runner,
+        *,
+        slurm_conf: str | None = None,
+        use_sudo_for_admin: bool = True,
+        timeout: float = 30.0,
+        default_work_dir: str | None = "/home/{user}",
+        bmc_runner: Runner | None = None,
+    ) -> None:
+        self.runner = runner
+        self.slurm_conf = validate_path(slurm_conf, absolute=True) if slurm_conf else None
+        self.use_sudo_for_admin = use_sudo_for_admin
+        self.timeout = timeout
+        self.default_work_dir = default_work_dir
+        self.bmc_runner = bmc_runner
+
+    # ------------------------------------------------------------------ plumbing
+    def _env(self) -> Mapping[str, str] | None:
+        return {"SLURM_CONF": self.slurm_conf} if self.slurm_conf else None
+
+    def _exec(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: str | None = None,
+        as_user: str | None = None,
+        sudo: bool = False,
+        timeout: float | None = None,
+    ) -> CommandResult:
+        return self.runner.run(
+            argv,
+            stdin=stdin,
+            timeout=timeout or self.timeout,
+            as_user=as_user,
+            sudo=sudo,
+            env=self._env(),
+        )
+
+    def _check(self, res: CommandResult, what: str, message: str | None = None) -> CommandResult:
+        if res.exit_code == 0:
+            return res
+        msg = message or _slurm_message(res)
+        if _RETRYABLE.search(msg):
+            raise RetryableError(f"{what}: {msg}", result=res)
+        if "a password is required" in msg or "is not allowed to execute" in msg:
+            raise TerminalError(
+                f"{what}: sudo refused (check the sudoers rules for the service account): {msg}",
+                slurm_message=msg,
+                result=res,
+            )
+        raise TerminalError(f"{what}: {msg}", slurm_message=msg, result=res)
+
+    def _run(
+        self,
+        argv: Sequence[str],
+        what: str,
+        *,
+        stdin: str | None = None,
+        as_user: str | None = None,
+        sudo: bool = False,
+    ) -> CommandResult:
+        return self._check(self._exec(argv, stdin=stdin, as_user=as_user, sudo=sudo), what)
+
+    def _admin(self, argv: Sequence[str], what: str) -> CommandResult:
+        return self._run(argv, what, sudo=self.use_sudo_for_admin)
+
+    # ------------------------------------------------------------------ reads
+    def list_nodes(self) -> list[NodeInfo]:
+        res = self._run(["sinfo", "--json"], "sinfo")
+        return sorted(parse_sinfo_json(res.stdout), key=lambda n: _natural(n.name))
+
+    def list_partitions(self) -> list[PartitionInfo]:
+        res = self._run(["scontrol", "show", "partition", "-o"], "scontrol show partition")
+        parts = parse_partitions(res.stdout)
+        if any(p.max_gpus_per_node is None for p in parts):
+            nodes = self.list_nodes()
+            out = []
+            for p in parts:
+                if p.max_gpus_per_node is None:
+                    gpus = [n.gpus_total for n in nodes if p.name in n.partitions]
+                    p = PartitionInfo(**{**p.__dict__, "max_gpus_per_node": max(gpus) if gpus else None})
+                out.append(p)
+            parts = out
+        return parts
+
+    def list_jobs(self, *, user: str | None = None) -> list[JobInfo]:
+        # squeue --json ignores filters in 22.05: filter here
+        res = self._run(["squeue", "--json"], "squeue")
+        jobs = parse_squeue_json(res.stdout)
+        if user is not None:
+            jobs = [j for j in jobs if j.user == user]
+        return sorted(jobs, key=lambda j: j.job_id)
+
+    def get_job(self, job_id: int) -> JobInfo | None:
+        for j in self.list_jobs():
+            if j.job_id == job_id:
+                return j
+        return None
+
+    def find_job_by_tag(self, tag: str, *, as_user: str) -> JobInfo | None:
+        validate_tag(tag)
+        want = TAG_PREFIX + tag
+        matches = [j for j in self.list_jobs(user=as_user) if j.comment == want]
+        return matches[0] if matches else None
+
+    # ------------------------------------------------------------------ jobs
+    def sbatch_argv(self, spec: JobSpec, *, as_user: str) -> list[str]:
+        validate_job_spec(spec)
+        argv = ["sbatch", "--parsable", f"--job-name={spec.name}"]
+        if spec.partition:
+            argv.append(f"--partition={spec.partition}")
+        if spec.account:
+            argv.append(f"--account={spec.account}")
+        argv.append(f"--nodes={spec.nodes}")
+        if spec.ntasks_per_node:
+            argv.append(f"--ntasks-per-node={spec.ntasks_per_node}")
+        if spec.cpus_per_task:
+            argv.append(f"--cpus-per-task={spec.cpus_per_task}")
+        if spec.gpus:
+            gres = f"gpu:{spec.gpu_type}:{spec.gpus}" if spec.gpu_type else f"gpu:{spec.gpus}"
+            argv.append(f"--gres={gres}")
+        if spec.time_limit_minutes:
+            argv.append(f"--time={spec.time_limit_minutes}")
+        work_dir = spec.work_dir
+        if work_dir is None and self.default_work_dir:
+            work_dir = self.default_work_dir.replace("{user}", as_user)
+        if work_dir:
+            argv.append(f"--chdir={validate_path(work_dir, absolute=True)}")
+        if spec.output:
+            argv.append(f"--output={spec.output}")
+        argv.append(f"--comment={TAG_PREFIX}{spec.tag}")
+        if spec.environment:
+            argv.append("--export=" + ",".join(["ALL", *(f"{k}={v}" for k, v in spec.environment.items())]))
+        return argv
+
+    def submit_job(self, spec: JobSpec, *, as_user: str) -> int:
+        validate_username(as_user)
+        argv = self.sbatch_argv(spec, as_user=as_user)
+        existing = self.find_job_by_tag(spec.tag, as_user=as_user)
+        if existing is not None:
+            return existing.job_id
+        res = self._exec(argv, stdin=spec.script, as_user=as_user)
+        if res.exit_code != 0:
+            self._check(res, "sbatch", parse_sbatch_error(res.stderr or res.stdout))
+        return parse_sbatch_parsable(res.stdout)
+
+    def cancel_job(self, job_id: int, *, as_user: str | None) -> None:
+        if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id <= 0:
+            raise ValidationError(f"invalid job id: {job_id!r}")
+        job = self.get_job(job_id)
+        if job is None:
+            raise TerminalError(f"no such job: {job_id}", slurm_message="Invalid job id specified")
+        if as_user is not None:
+            validate_username(as_user)
+            if job.user is not None and job.user != as_user:
+                raise TerminalError(
+                    f"job {job_id} belongs to {job.user}, not {as_user}",
+                    slurm_message="Access/permission denied",
+                )
+        if job.finished:
+            return
+        argv = ["scancel", str(job_id)]
+        if as_user is not None:
+            self._run(argv, "scancel", as_user=as_user)
+        else:
+            self._admin(argv, "scancel")
+
+    def read_job_output(self, job: JobInfo | int, *, as_user: str, max_bytes: int = 65536) -> str:
+        validate_username(as_user)
+        info = self.get_job(job) if isinstance(job, int) else job
+        if info is None:
+            raise TerminalError(f"no such job: {job}")
+        if not info.stdout_path or "%" in info.stdout_path:
+            raise TerminalError(f"job {info.job_id} has no known output file")
+        path = validate_path(info.stdout_path, absolute=True)
+        n = max(1, min(int(max_bytes), 16 * 1024 * 1024))
+        res = self._exec(["tail", "-c", str(n), "--", path], as_user=as_user)
+        self._check(res, "read job output")
+        return res.stdout
+
+    # ------------------------------------------------------------------ nodes
+    def drain_node(self, name: str, reason: str) -> None:
+        validate_node_name(name)
+        validate_reason(reason)
+        self._admin(["scontrol", "update", f"nodename={name}", "state=drain", f"reason={reason}"], "drain")
+
+    def resume_node(self, name: str) -> None:
+        validate_node_name(name)
+        res = self._exec(
+            ["scontrol", "update", f"nodename={name}", "state=resume"], sudo=self.use_sudo_for_admin
+        )
+        if res.exit_code != 0 and "Invalid node state specified" in (res.stderr + res.stdout):
+            # resuming a node that is not drained/down: nothing to do (idempotent)
+            node = next((n for n in self.list_nodes() if n.name == name), None)
+            if node is not None and not node.drained and node.state != "down":
+                return
+        self._check(res, "resume")
+
+    def reboot_node(
+        self, name: str, *, asap: bool = False, next_state: NextState | None = None, reason: str | None = None
+    ) -> None:
+        validate_node_name(name)
+        argv = ["scontrol", "reboot"]
+        if asap:
+            argv.append("ASAP")
+        if next_state is not None:
+            if next_state not in ("resume", "down"):
+                raise ValidationError(f"invalid next state: {next_state!r}")
+            argv.append(f"nextstate={next_state}")
+        if reason is not None:
+            argv.append(f"reason={validate_reason(reason)}")
+        argv.append(name)
+        self._admin(argv, "reboot")
+
+    def power_cycle_node(self, bmc: BMC) -> None:
+        power_cycle(bmc, runner=self.bmc_runner or LocalRunner(), timeout=self.timeout)
+
+    def close(self) -> None:
+        self.runner.close()
+
+    # ------------------------------------------------------------------ helpers for callers
+    def wait_for_job(self, job_id: int, *, timeout: float, poll: float = 0.5) -> JobInfo:
+        """Poll until the job finished (or timeout -> RetryableError)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            job = self.get_job(job_id)
+            if job is not None and job.finished:
+                return job
+            if time.monotonic() > deadline:
+                raise RetryableError(f"job {job_id} not finished after {timeout:g}s")
+            time.sleep(poll)
+
+
+def _natural(name: str) -> tuple[object, ...]:
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))

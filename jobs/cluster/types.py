@@ -1,0 +1,195 @@
+"""Plain frozen dataclasses describing nodes, jobs, partitions, job specs and command results."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+TAG_PREFIX = "rackpilot:"
+
+#: Job states after which a job will not change any more.
+FINISHED_JOB_STATES = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "REVOKED",
+        "SPECIAL_EXIT",
+    }
+)
+ACTIVE_JOB_STATES = frozenset(
+    {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"}
+)
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """One compute node.
+
+    ``state`` is Slurm's base state, lowercase (idle, mixed, allocated, down, completing,
+    future, unknown, error, planned). ``flags`` are Slurm's state flags, uppercase (DRAIN,
+    REBOOT_REQUESTED, REBOOT_ISSUED, NOT_RESPONDING, COMPLETING, MAINTENANCE, ...).
+    """
+
+    name: str
+    state: str
+    flags: frozenset[str] = frozenset()
+    reason: str | None = None
+    reason_set_by: str | None = None
+    reason_changed_at: datetime | None = None
+    cpus: int | None = None
+    cpus_alloc: int | None = None
+    memory_mb: int | None = None
+    gpus_total: int = 0
+    gpus_used: int = 0
+    gpu_type: str | None = None
+    partitions: tuple[str, ...] = ()
+    boot_time: datetime | None = None
+
+    @property
+    def drained(self) -> bool:
+        return "DRAIN" in self.flags
+
+    @property
+    def display_state(self) -> str:
+        """What sinfo would call it: reboot, drained, draining, down, alloc, mixed, idle, ..."""
+        if self.flags & {"REBOOT_REQUESTED", "REBOOT_ISSUED"} or self.state == "reboot":
+            return "reboot"
+        if self.state == "down" or "NOT_RESPONDING" in self.flags:
+            return "down"
+        if "DRAIN" in self.flags:
+            if self.state in ("mixed", "allocated", "completing") or "COMPLETING" in self.flags:
+                return "draining"
+            return "drained"
+        if self.state == "allocated":
+            return "alloc"
+        return self.state
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """One Slurm job (queued, running or recently finished).
+
+    ``gpus`` is the number of GPUs per node the job asked for (``--gres=gpu:N``).
+    ``exit_code`` is the real exit status (a signal N gives 128+N), None while not finished.
+    ``time_limit_minutes`` None means unlimited (or unknown).
+    """
+
+    job_id: int
+    name: str
+    user: str | None
+    state: str
+    account: str | None = None
+    partition: str | None = None
+    state_reason: str | None = None
+    nodes: str = ""
+    node_count: int | None = None
+    gpus: int = 0
+    gpu_type: str | None = None
+    cpus: int | None = None
+    submit_time: datetime | None = None
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+    time_limit_minutes: int | None = None
+    exit_code: int | None = None
+    stdout_path: str | None = None
+    work_dir: str | None = None
+    comment: str | None = None
+
+    @property
+    def tag(self) -> str | None:
+        """The idempotency tag from ``--comment=rackpilot:<tag>``, if any."""
+        if self.comment and self.comment.startswith(TAG_PREFIX):
+            return self.comment[len(TAG_PREFIX) :]
+        return None
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINISHED_JOB_STATES
+
+    @property
+    def active(self) -> bool:
+        return not self.finished
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    name: str
+    state: str  # up / down / drain / inactive
+    max_time_minutes: int | None = None  # None = unlimited
+    nodes: str = ""
+    is_default: bool = False
+    max_gpus_per_node: int | None = None
+    total_nodes: int | None = None
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What to submit. ``script`` goes to sbatch on stdin, byte for byte.
+
+    ``gpus`` is GPUs per node. ``tag`` must be unique per submission: it is stored as
+    ``--comment=rackpilot:<tag>`` so a retry finds the job the first try created.
+    ``environment`` is exported on top of the submitting user's environment (values must not
+    contain ',' — Slurm's ``--export`` cannot escape it).
+    """
+
+    name: str
+    script: str
+    tag: str
+    partition: str | None = None
+    account: str | None = None
+    nodes: int = 1
+    ntasks_per_node: int | None = None
+    cpus_per_task: int | None = None
+    gpus: int = 0
+    gpu_type: str | None = None
+    time_limit_minutes: int | None = None
+    work_dir: str | None = None
+    output: str | None = None
+    environment: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    argv: tuple[str, ...]
+    exit_code: int
+    stdout: str
+    stderr: str
+    duration: float
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+@dataclass(frozen=True)
+class SacctRecord:
+    """One line of ``sacct --parsable2 -o JobID,State,ExitCode``."""
+
+    job_id: int
+    step: str | None  # None for the job itself, "batch", "extern", "0", ...
+    state: str
+    exit_code: int | None
+    signal: int | None
+
+
+@dataclass(frozen=True)
+class BMC:
+    """How to reach a node's baseboard management controller."""
+
+    kind: Literal["ipmi", "redfish"]
+    address: str
+    username: str
+    password: str = field(repr=False)
+    #: Redfish only: the ComputerSystem resource to reset.
+    system_path: str = "/redfish/v1/Systems/1"
+    #: Redfish only: BMCs often have self-signed certificates; pin or disable deliberately.
+    verify_tls: bool = True
