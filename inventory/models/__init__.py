@@ -1,0 +1,29 @@
+from inventory.models.devices import (
+    Cable,
+    CableTermination,
+    Card,
+    CardModel,
+    ChassisModel,
+    Node,
+    Port,
+    PortTemplate,
+)
+from inventory.models.power import PowerFeed, PowerLead, PSU
+from inventory.models.sites import Cluster, Rack, Site
+
+__all__ = [
+    "PSU",
+    "Cable",
+    "CableTermination",
+    "Card",
+    "CardModel",
+    "ChassisModel",
+    "Cluster",
+    "Node",
+    "Port",
+    "PortTemplate",
+    "PowerFeed",
+    "PowerLead",
+    "Rack",
+    "Site",
+]

@@ -1,0 +1,85 @@
+"""Inventory reads: querysets with their eager loading, so that every list costs a fixed number of queries."""
+
+from __future__ import annotations
+
+from django.db.models import Count, Prefetch, QuerySet
+
+from inventory.models import (
+    PSU,
+    Cable,
+    CableTermination,
+    Card,
+    CardModel,
+    ChassisModel,
+    Cluster,
+    Node,
+    Port,
+    PortTemplate,
+    PowerFeed,
+    PowerLead,
+    Rack,
+    Site,
+)
+
+
+def site_list() -> QuerySet[Site]:
+    return Site.objects.annotate(rack_count=Count("racks", distinct=True))
+
+
+def cluster_list() -> QuerySet[Cluster]:
+    return Cluster.objects.select_related("site").annotate(node_count=Count("nodes", distinct=True))
+
+
+def rack_list() -> QuerySet[Rack]:
+    return Rack.objects.select_related("site").annotate(node_count=Count("nodes", distinct=True))
+
+
+def chassis_model_list() -> QuerySet[ChassisModel]:
+    return ChassisModel.objects.all()
+
+
+def node_list() -> QuerySet[Node]:
+    return Node.objects.select_related("cluster", "rack", "chassis").annotate(card_count=Count("cards"))
+
+
+def node_get(pk: int) -> Node:
+    return node_list().get(pk=pk)
+
+
+def card_model_list() -> QuerySet[CardModel]:
+    return CardModel.objects.prefetch_related("port_templates").annotate(card_count=Count("cards"))
+
+
+def port_template_list() -> QuerySet[PortTemplate]:
+    return PortTemplate.objects.select_related("card_model")
+
+
+def card_list() -> QuerySet[Card]:
+    return Card.objects.select_related("node", "card_model")
+
+
+def port_list() -> QuerySet[Port]:
+    return Port.objects.select_related("node", "card__node", "termination")
+
+
+def _terminations() -> Prefetch[CableTermination]:
+    return Prefetch(
+        "terminations",
+        queryset=CableTermination.objects.select_related("port__node", "port__card__node").order_by("end"),
+    )
+
+
+def cable_list() -> QuerySet[Cable]:
+    return Cable.objects.prefetch_related(_terminations())
+
+
+def power_feed_list() -> QuerySet[PowerFeed]:
+    return PowerFeed.objects.select_related("site", "rack")
+
+
+def psu_list() -> QuerySet[PSU]:
+    return PSU.objects.select_related("node", "feed")
+
+
+def power_lead_list() -> QuerySet[PowerLead]:
+    return PowerLead.objects.select_related("psu", "card__node", "node")

@@ -1,0 +1,12 @@
+from django.apps import AppConfig
+from django.db.models.signals import post_migrate
+
+
+class PortalConfig(AppConfig):
+    name = "portal"
+    verbose_name = "Rackpilot portal"
+
+    def ready(self) -> None:
+        from portal.roles import roles_sync
+
+        post_migrate.connect(roles_sync, dispatch_uid="portal.roles_sync")

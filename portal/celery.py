@@ -1,0 +1,13 @@
+"""The Celery app. Queues: `actions` (long node/job actions), `polls` (Slurm sync), `telemetry` (collection)."""
+
+import os
+
+from celery import Celery
+from kombu import Queue
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.dev")
+
+app = Celery("rackpilot")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.conf.task_queues = (Queue("default"), Queue("actions"), Queue("polls"), Queue("telemetry"))
+app.autodiscover_tasks()

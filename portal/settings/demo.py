@@ -1,0 +1,23 @@
+"""The one-command demo: SQLite, in-memory channel layer, tasks in-process, the simulator backend.
+
+Same code as production, other settings (README, "Try it").
+"""
+
+from portal.settings.base import *  # noqa: F403
+from portal.settings.base import BASE_DIR, env
+
+DEBUG = False
+ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
+DEMO_DIR = BASE_DIR / ".demo"
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": env("DEMO_DB", str(DEMO_DIR / "rackpilot.sqlite3")),
+        "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"},
+    }
+}
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+CELERY_TASK_ALWAYS_EAGER = True
+CELERY_BROKER_URL = "memory://"
+PORTAL_CLUSTER_BACKEND_OVERRIDE = "simulator"

@@ -1,0 +1,14 @@
+"""Test settings: the real PostgreSQL and Redis (DATABASE_URL / REDIS_URL), fast hashing, eager nothing."""
+
+from portal.settings.base import *  # noqa: F403
+from portal.settings.base import DATABASES, env
+
+SECRET_KEY = "test-secret-key-not-for-production"
+DEBUG = False
+ALLOWED_HOSTS = ["*"]
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+DATABASES["default"]["TEST"] = {"NAME": env("TEST_DATABASE_NAME", "") or None}
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}

@@ -1,0 +1,45 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.decorators import api_view, permission_classes
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.reverse import reverse
+
+from portal.views import system
+from portal.views.home import home
+
+
+@api_view(["GET"])
+@permission_classes([IsAuthenticated])
+def api_root(request: Request) -> Response:
+    return Response({"inventory": reverse("api:inventory:api-root", request=request)})
+
+
+api_patterns = [
+    path("", api_root, name="root"),
+    path("inventory/", include("inventory.api.urls")),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+]
+
+portal_patterns = [
+    path("tokens/", system.token_list, name="token_list"),
+    path("tokens/<int:pk>/revoke/", system.token_revoke, name="token_revoke"),
+]
+
+urlpatterns = [
+    path("", home, name="home"),
+    path("healthz", system.healthz, name="healthz"),
+    path("readyz", system.readyz, name="readyz"),
+    path("login/", system.RateLimitedLoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("i18n/", include("django.conf.urls.i18n")),
+    path("admin/", admin.site.urls),
+    path("api/", include((api_patterns, "api"))),
+    path("account/", include((portal_patterns, "portal"))),
+    path("inventory/", include("inventory.urls")),
+]
+

@@ -1,0 +1,82 @@
+"""Shared fixtures: users of each role and API clients. Tests run on the real PostgreSQL and Redis."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+# Django is imported inside the fixtures: the pure-Python suites (tests/cluster, tests/parsers)
+# also run with `-p no:django`.
+User = Any
+APIClient = Any
+
+
+@pytest.fixture(autouse=True)
+def _clear_cache() -> Any:
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+
+
+@pytest.fixture
+def make_user(db: Any) -> Callable[..., User]:
+    from django.contrib.auth.models import User as DjangoUser
+
+    from portal.roles import roles_sync, user_set_role
+
+    roles_sync()
+
+    def make(username: str, role: str | None = None, **extra: Any) -> User:
+        user = DjangoUser.objects.create_user(username=username, password="pw-" + username, **extra)
+        user_set_role(user, role)
+        return user
+
+    return make
+
+
+@pytest.fixture
+def admin_user(make_user: Callable[..., User]) -> User:
+    return make_user("ada", "admin")
+
+
+@pytest.fixture
+def operator_user(make_user: Callable[..., User]) -> User:
+    return make_user("otto", "operator")
+
+
+@pytest.fixture
+def researcher_user(make_user: Callable[..., User]) -> User:
+    return make_user("alice", "researcher")
+
+
+@pytest.fixture
+def readonly_user(make_user: Callable[..., User]) -> User:
+    """A user with view permissions on the inventory only (what a researcher has there)."""
+    return make_user("rita", "researcher")
+
+
+def _client(user: User | None) -> APIClient:
+    from rest_framework.test import APIClient as DRFClient
+
+    client = DRFClient()
+    if user is not None:
+        client.force_authenticate(user)
+    return client
+
+
+@pytest.fixture
+def api(admin_user: User) -> APIClient:
+    return _client(admin_user)
+
+
+@pytest.fixture
+def anon_api() -> APIClient:
+    return _client(None)
+
+
+@pytest.fixture
+def api_as() -> Callable[[User | None], APIClient]:
+    return _client
