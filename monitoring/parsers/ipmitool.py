@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from dataclasses import replace
 from datetime import datetime
 
 from . import metrics as m
@@ -126,8 +127,8 @@ def parse_ipmitool_sdr(text: str, *, node: str | None = None, ts: datetime | Non
             _status_event(result, name, raw, status, node, ts, lineno)
         if good == 0:
             raise ParseError("not ipmitool sdr output", lines[0][0])
-        return result
-    return _parse_sdr_csv(text, lines, node, ts)
+        return _number_duplicates(result)
+    return _number_duplicates(_parse_sdr_csv(text, lines, node, ts))
 
 
 def _parse_sdr_csv(
@@ -192,6 +193,22 @@ def parse_ipmitool_sensor(text: str, *, node: str | None = None, ts: datetime | 
         _status_event(result, name, f"{raw} {unit}".strip(), status, node, ts, lineno)
     if good == 0 and first is not None:
         raise ParseError("not ipmitool sensor output", first)
+    return _number_duplicates(result)
+
+
+def _number_duplicates(result: ParseResult) -> ParseResult:
+    """Sensors sharing a name (two ``Temp`` on a Dell = CPU1/CPU2) get ``instance`` 1..n, in order."""
+    counts: dict[tuple[str, str | None], int] = {}
+    for smp in result.samples:
+        key = (smp.metric, smp.label("sensor"))
+        counts[key] = counts.get(key, 0) + 1
+    seen: dict[tuple[str, str | None], int] = {}
+    for i, smp in enumerate(result.samples):
+        key = (smp.metric, smp.label("sensor"))
+        if counts[key] > 1:
+            seen[key] = seen.get(key, 0) + 1
+            labels = make_labels((*smp.labels, ("instance", str(seen[key]))))
+            result.samples[i] = replace(smp, labels=labels)
     return result
 
 

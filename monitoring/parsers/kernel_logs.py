@@ -37,7 +37,10 @@ _DMESG_T = re.compile(
 _DMESG_UPTIME = re.compile(r"^\[\s*(?P<up>\d+\.\d+)\]\s?(?P<msg>.*)$")
 
 _XID = re.compile(r"NVRM: Xid \((?:PCI:)?(?P<bus>[0-9a-fA-F:.]+)\): (?P<xid>\d+),\s*(?P<rest>.*)$")
-_FELL_OFF = re.compile(r"NVRM: GPU (?:at )?(?:PCI:)?(?P<bus>[0-9a-fA-F:.]+)?:?\s*GPU has fallen off the bus")
+_FELL_OFF = re.compile(
+    r"NVRM: GPU (?:at )?(?:PCI:)?(?P<bus>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?)?:?\s*"
+    r"GPU has fallen off the bus"
+)
 _AER_RECEIVED = re.compile(
     rf"(?P<port>{_BDF}): AER: (?P<sev>Corrected|Correctable|Uncorrected|Uncorrectable)"
     r"(?: \((?P<fatal>Non-Fatal|Fatal)\))? error (?:message )?received(?::| from) "

@@ -8,7 +8,16 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from . import metrics as m
-from .model import CardIdentity, ParseError, ParseProblem, ParseResult, Sample, ensure_utc, make_labels
+from .model import (
+    CardIdentity,
+    ParseError,
+    ParseProblem,
+    ParseResult,
+    Sample,
+    ensure_utc,
+    line_of,
+    make_labels,
+)
 from .model import normalize_bus_id as _bus
 
 DEFAULT_QUERY_FIELDS: tuple[str, ...] = (
@@ -348,14 +357,30 @@ def _yes_no(raw: str) -> float:
 # ---------------------------------------------------------------------------------------
 # XML
 
-_DOCTYPE_RE = re.compile(r"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
+_ENTITY_RE = re.compile(r"<!\s*ENTITY", re.IGNORECASE)
+_DOCTYPE_RE = re.compile(r"<!\s*DOCTYPE\b[^>\[]*(?P<subset>\[)?", re.IGNORECASE)
+# what nvidia-smi itself prints: an external reference that ElementTree never fetches
+_PLAIN_DOCTYPE_RE = re.compile(
+    r"<!DOCTYPE\s+[A-Za-z_][\w.-]*\s+(?:SYSTEM\s+\"[^\"<>\[\]]*\"|PUBLIC\s+\"[^\"<>\[\]]*\"\s+\"[^\"<>\[\]]*\")\s*>"
+)
 
 
 def reject_dtd(text: str) -> None:
-    mt = _DOCTYPE_RE.search(text)
-    if mt:
-        line = text.count("\n", 0, mt.start()) + 1
-        raise ParseError(f"refusing XML with <!{mt.group(1).upper()}> (entity expansion risk)", line)
+    """Refuse entity declarations and DOCTYPEs with an internal subset (entity expansion).
+
+    The one DOCTYPE form real ``nvidia-smi -q -x`` output carries,
+    ``<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_v12.dtd">``, declares nothing and is
+    allowed (expat does not load external DTDs).
+    """
+    ent = _ENTITY_RE.search(text)
+    if ent:
+        raise ParseError("refusing XML with <!ENTITY> (entity expansion risk)", line_of(text, ent.start()))
+    for mt in _DOCTYPE_RE.finditer(text):
+        if mt.group("subset") or not _PLAIN_DOCTYPE_RE.match(text, mt.start()):
+            raise ParseError(
+                "refusing XML with a <!DOCTYPE> internal subset (entity expansion risk)",
+                line_of(text, mt.start()),
+            )
 
 
 def parse_xml_document(text: str) -> ET.Element:

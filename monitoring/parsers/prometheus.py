@@ -342,7 +342,18 @@ DCGM_METRICS: dict[str, tuple[str, _Conv]] = {
     "dcgm_xid_errors": ("xid_last", _same),
     "dcgm_pcie_replay_counter": ("pcie_replay_total", _same),
 }
-_MOVED_LABELS = {"UUID", "uuid", "Hostname", "hostname", "pci_bus_id"}
+# identity labels: they live in ``Sample.node``/``card`` and ``CardIdentity``, not on every sample
+_MOVED_LABELS = {
+    "UUID",
+    "uuid",
+    "Hostname",
+    "hostname",
+    "pci_bus_id",
+    "modelName",
+    "device",
+    "DCGM_FI_DRIVER_VERSION",
+    "gpu",
+}
 
 
 def parse_dcgm_exporter(text: str, *, node: str | None = None, ts: datetime | None = None) -> ParseResult:
@@ -367,7 +378,9 @@ def parse_dcgm_exporter(text: str, *, node: str | None = None, ts: datetime | No
             card = f"index:{lab['gpu']}"
         host = node or lab.get("Hostname") or lab.get("hostname")
         sts = datetime.fromtimestamp(ps.timestamp_ms / 1000, UTC) if ps.timestamp_ms is not None else ts
-        keep = make_labels({k: v for k, v in lab.items() if k not in _MOVED_LABELS})
+        keep = make_labels(
+            {"index": lab.get("gpu"), **{k: v for k, v in lab.items() if k not in _MOVED_LABELS}}
+        )
         value = conv(ps.value)
         result.samples.append(Sample(metric, value, m.unit_of(metric), sts, host, card, keep))
         if metric == "throttle_reasons" and value.is_integer() and value >= 0:
@@ -415,6 +428,7 @@ XID_DESCRIPTIONS: dict[int, str] = {
     119: "GSP RPC timeout",
     120: "GSP error",
     140: "unrecovered ECC error",
+    **{x: "NVLink error" for x in range(144, 151)},
 }
 
 
