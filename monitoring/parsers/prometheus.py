@@ -428,7 +428,7 @@ XID_DESCRIPTIONS: dict[int, str] = {
     119: "GSP RPC timeout",
     120: "GSP error",
     140: "unrecovered ECC error",
-    **{x: "NVLink error" for x in range(144, 151)},
+    **dict.fromkeys(range(144, 151), "NVLink error"),
 }
 
 
