@@ -40,5 +40,15 @@ class CableAdmin(admin.ModelAdmin):
     inlines = [TerminationInline]
 
 
-for model in (m.Site, m.Cluster, m.Rack, m.ChassisModel, m.Port, m.PowerFeed, m.PSU, m.PowerLead, m.PortTemplate):
+for model in (
+    m.Site,
+    m.Cluster,
+    m.Rack,
+    m.ChassisModel,
+    m.Port,
+    m.PowerFeed,
+    m.PSU,
+    m.PowerLead,
+    m.PortTemplate,
+):
     admin.site.register(model)

@@ -30,8 +30,18 @@ class SiteForm(forms.ModelForm[Site]):
 class ClusterForm(forms.ModelForm[Cluster]):
     class Meta:
         model = Cluster
-        fields = ["name", "description", "site", "backend", "ssh_host", "ssh_port", "ssh_user", "ssh_host_key",
-                  "ssh_key_path", "slurm_conf"]
+        fields = [
+            "name",
+            "description",
+            "site",
+            "backend",
+            "ssh_host",
+            "ssh_port",
+            "ssh_user",
+            "ssh_host_key",
+            "ssh_key_path",
+            "slurm_conf",
+        ]
 
 
 class RackForm(forms.ModelForm[Rack]):
@@ -43,20 +53,46 @@ class RackForm(forms.ModelForm[Rack]):
 class ChassisModelForm(forms.ModelForm[ChassisModel]):
     class Meta:
         model = ChassisModel
-        fields = ["manufacturer", "name", "u_height", "airflow", "base_power_w", "card_slots", "pcie_lanes_per_slot"]
+        fields = [
+            "manufacturer",
+            "name",
+            "u_height",
+            "airflow",
+            "base_power_w",
+            "card_slots",
+            "pcie_lanes_per_slot",
+        ]
 
 
 class NodeForm(forms.ModelForm[Node]):
     bmc_password = forms.CharField(
-        label=_("BMC password"), required=False, widget=forms.PasswordInput(render_value=False),
+        label=_("BMC password"),
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
         help_text=_("Stored encrypted. Leave empty to keep the current one."),
     )
 
     class Meta:
         model = Node
-        fields = ["hostname", "cluster", "role", "chassis", "status", "rack", "position", "u_height", "slurm_name",
-                  "bmc_kind", "bmc_address", "bmc_username", "bmc_password", "purchase_cost", "purchase_date",
-                  "base_power_w", "notes"]
+        fields = [
+            "hostname",
+            "cluster",
+            "role",
+            "chassis",
+            "status",
+            "rack",
+            "position",
+            "u_height",
+            "slurm_name",
+            "bmc_kind",
+            "bmc_address",
+            "bmc_username",
+            "bmc_password",
+            "purchase_cost",
+            "purchase_date",
+            "base_power_w",
+            "notes",
+        ]
         widgets = {"purchase_date": forms.DateInput(attrs={"type": "date"})}
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -70,15 +106,37 @@ class NodeForm(forms.ModelForm[Node]):
 class CardModelForm(forms.ModelForm[CardModel]):
     class Meta:
         model = CardModel
-        fields = ["vendor", "name", "memory_gb", "memory_type", "tflops_fp8", "tflops_fp16", "tflops_fp32", "tdp_w",
-                  "list_price", "cooling", "min_airflow", "power_connector", "pcie_lanes"]
+        fields = [
+            "vendor",
+            "name",
+            "memory_gb",
+            "memory_type",
+            "tflops_fp8",
+            "tflops_fp16",
+            "tflops_fp32",
+            "tdp_w",
+            "list_price",
+            "cooling",
+            "min_airflow",
+            "power_connector",
+            "pcie_lanes",
+        ]
 
 
 class CardForm(forms.ModelForm[Card]):
     class Meta:
         model = Card
-        fields = ["node", "card_model", "slot", "status", "serial", "pci_bus_id", "gpu_uuid", "firmware_version",
-                  "driver_version"]
+        fields = [
+            "node",
+            "card_model",
+            "slot",
+            "status",
+            "serial",
+            "pci_bus_id",
+            "gpu_uuid",
+            "firmware_version",
+            "driver_version",
+        ]
 
 
 class PortForm(forms.ModelForm[Port]):
@@ -88,8 +146,12 @@ class PortForm(forms.ModelForm[Port]):
 
 
 class CableForm(forms.ModelForm[Cable]):
-    a_port = forms.ModelChoiceField(queryset=Port.objects.select_related("node", "card__node"), label=_("A end"))
-    b_port = forms.ModelChoiceField(queryset=Port.objects.select_related("node", "card__node"), label=_("B end"))
+    a_port = forms.ModelChoiceField(
+        queryset=Port.objects.select_related("node", "card__node"), label=_("A end")
+    )
+    b_port = forms.ModelChoiceField(
+        queryset=Port.objects.select_related("node", "card__node"), label=_("B end")
+    )
 
     class Meta:
         model = Cable
@@ -112,7 +174,16 @@ def _port_label(port: Port) -> str:
 class PowerFeedForm(forms.ModelForm[PowerFeed]):
     class Meta:
         model = PowerFeed
-        fields = ["name", "site", "rack", "voltage", "amperage", "phase", "max_utilization_pct", "description"]
+        fields = [
+            "name",
+            "site",
+            "rack",
+            "voltage",
+            "amperage",
+            "phase",
+            "max_utilization_pct",
+            "description",
+        ]
 
 
 class PSUForm(forms.ModelForm[PSU]):

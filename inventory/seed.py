@@ -35,8 +35,14 @@ from inventory.models import (
 UUID_NS = uuid.UUID("6f1c2a9e-1d1b-4c55-9a43-52a1c0ffee00")
 
 # The first guide's port map: A1-B1, A2-C1, B2-D1, C2-D2, A3-D3 (diagonal), B3-C3.
-RIG_MESH = [("A", "QSFP1", "B", "QSFP1"), ("A", "QSFP2", "C", "QSFP1"), ("B", "QSFP2", "D", "QSFP1"),
-            ("C", "QSFP2", "D", "QSFP2"), ("A", "QSFP3", "D", "QSFP3"), ("B", "QSFP3", "C", "QSFP3")]
+RIG_MESH = [
+    ("A", "QSFP1", "B", "QSFP1"),
+    ("A", "QSFP2", "C", "QSFP1"),
+    ("B", "QSFP2", "D", "QSFP1"),
+    ("C", "QSFP2", "D", "QSFP2"),
+    ("A", "QSFP3", "D", "QSFP3"),
+    ("B", "QSFP3", "C", "QSFP3"),
+]
 H100_BUS_IDS = ["18", "2a", "3a", "5d", "9a", "ab", "ba", "db"]
 
 
@@ -74,150 +80,385 @@ def _cable(a: Port, b: Port, **fields: Any) -> Cable:
 
 def card_models() -> dict[str, CardModel]:
     p150a = _upsert(
-        CardModel, {"vendor": "Tenstorrent", "name": "Blackhole p150a"},
-        memory_gb=32, memory_type="GDDR6", tflops_fp8=Decimal("774"), tflops_fp16=Decimal("387"),
-        tdp_w=300, list_price=Decimal("1400"), cooling=Cooling.ACTIVE, min_airflow=Airflow.LIMITED,
+        CardModel,
+        {"vendor": "Tenstorrent", "name": "Blackhole p150a"},
+        memory_gb=32,
+        memory_type="GDDR6",
+        tflops_fp8=Decimal("774"),
+        tflops_fp16=Decimal("387"),
+        tdp_w=300,
+        list_price=Decimal("1400"),
+        cooling=Cooling.ACTIVE,
+        min_airflow=Airflow.LIMITED,
         power_connector=LeadKind.HPWR_12V,
     )
     p150b = _upsert(
-        CardModel, {"vendor": "Tenstorrent", "name": "Blackhole p150b"},
-        memory_gb=32, memory_type="GDDR6", tflops_fp8=Decimal("774"), tflops_fp16=Decimal("387"),
-        tdp_w=300, list_price=Decimal("1300"), cooling=Cooling.PASSIVE, min_airflow=Airflow.HIGH,
+        CardModel,
+        {"vendor": "Tenstorrent", "name": "Blackhole p150b"},
+        memory_gb=32,
+        memory_type="GDDR6",
+        tflops_fp8=Decimal("774"),
+        tflops_fp16=Decimal("387"),
+        tdp_w=300,
+        list_price=Decimal("1300"),
+        cooling=Cooling.PASSIVE,
+        min_airflow=Airflow.HIGH,
         power_connector=LeadKind.HPWR_12V,
     )
     h100 = _upsert(
-        CardModel, {"vendor": "NVIDIA", "name": "H100 SXM 80GB"},
-        memory_gb=80, memory_type="HBM3", tflops_fp8=Decimal("1979"), tflops_fp16=Decimal("989"),
-        tflops_fp32=Decimal("67"), tdp_w=700, list_price=Decimal("30000"), cooling=Cooling.PASSIVE,
-        min_airflow=Airflow.HIGH, power_connector="",
+        CardModel,
+        {"vendor": "NVIDIA", "name": "H100 SXM 80GB"},
+        memory_gb=80,
+        memory_type="HBM3",
+        tflops_fp8=Decimal("1979"),
+        tflops_fp16=Decimal("989"),
+        tflops_fp32=Decimal("67"),
+        tdp_w=700,
+        list_price=Decimal("30000"),
+        cooling=Cooling.PASSIVE,
+        min_airflow=Airflow.HIGH,
+        power_connector="",
     )
     gb10 = _upsert(
-        CardModel, {"vendor": "NVIDIA", "name": "GB10"},
-        memory_gb=32, memory_type="HBM3", tflops_fp16=Decimal("200"), tdp_w=240, list_price=Decimal("4000"),
-        cooling=Cooling.ACTIVE, min_airflow=Airflow.STANDARD, power_connector=LeadKind.DC_BARREL,
+        CardModel,
+        {"vendor": "NVIDIA", "name": "GB10"},
+        memory_gb=32,
+        memory_type="HBM3",
+        tflops_fp16=Decimal("200"),
+        tdp_w=240,
+        list_price=Decimal("4000"),
+        cooling=Cooling.ACTIVE,
+        min_airflow=Airflow.STANDARD,
+        power_connector=LeadKind.DC_BARREL,
     )
     for model in (p150a, p150b):
         for i in range(1, 5):
-            _upsert(PortTemplate, {"card_model": model, "name": f"QSFP{i}"}, kind=PortKind.QSFP_DD, speed_gbps=800)
+            _upsert(
+                PortTemplate, {"card_model": model, "name": f"QSFP{i}"}, kind=PortKind.QSFP_DD, speed_gbps=800
+            )
     return {"p150a": p150a, "p150b": p150b, "h100": h100, "gb10": gb10}
 
 
 def chassis_models() -> dict[str, ChassisModel]:
     return {
-        "s9": _upsert(ChassisModel, {"manufacturer": "Bitmain", "name": "Antminer S9 (converted)"},
-                      u_height=4, airflow=Airflow.LIMITED, base_power_w=60, card_slots=4, pcie_lanes_per_slot=1),
-        "r720": _upsert(ChassisModel, {"manufacturer": "Dell", "name": "PowerEdge R720"},
-                        u_height=2, airflow=Airflow.STANDARD, base_power_w=350, card_slots=2, pcie_lanes_per_slot=16),
-        "dgx": _upsert(ChassisModel, {"manufacturer": "NVIDIA", "name": "DGX H100"},
-                       u_height=8, airflow=Airflow.HIGH, base_power_w=4600, card_slots=8, pcie_lanes_per_slot=16),
-        "qm9700": _upsert(ChassisModel, {"manufacturer": "NVIDIA", "name": "Quantum-2 QM9700"},
-                          u_height=1, airflow=Airflow.HIGH, base_power_w=1720),
-        "r650": _upsert(ChassisModel, {"manufacturer": "Dell", "name": "PowerEdge R650"},
-                        u_height=1, airflow=Airflow.HIGH, base_power_w=450),
-        "r750": _upsert(ChassisModel, {"manufacturer": "Dell", "name": "PowerEdge R750xd"},
-                        u_height=2, airflow=Airflow.HIGH, base_power_w=750),
-        "gb10": _upsert(ChassisModel, {"manufacturer": "NVIDIA", "name": "GB10 desk box"},
-                        u_height=1, airflow=Airflow.STANDARD, base_power_w=0, card_slots=1),
+        "s9": _upsert(
+            ChassisModel,
+            {"manufacturer": "Bitmain", "name": "Antminer S9 (converted)"},
+            u_height=4,
+            airflow=Airflow.LIMITED,
+            base_power_w=60,
+            card_slots=4,
+            pcie_lanes_per_slot=1,
+        ),
+        "r720": _upsert(
+            ChassisModel,
+            {"manufacturer": "Dell", "name": "PowerEdge R720"},
+            u_height=2,
+            airflow=Airflow.STANDARD,
+            base_power_w=350,
+            card_slots=2,
+            pcie_lanes_per_slot=16,
+        ),
+        "dgx": _upsert(
+            ChassisModel,
+            {"manufacturer": "NVIDIA", "name": "DGX H100"},
+            u_height=8,
+            airflow=Airflow.HIGH,
+            base_power_w=4600,
+            card_slots=8,
+            pcie_lanes_per_slot=16,
+        ),
+        "qm9700": _upsert(
+            ChassisModel,
+            {"manufacturer": "NVIDIA", "name": "Quantum-2 QM9700"},
+            u_height=1,
+            airflow=Airflow.HIGH,
+            base_power_w=1720,
+        ),
+        "r650": _upsert(
+            ChassisModel,
+            {"manufacturer": "Dell", "name": "PowerEdge R650"},
+            u_height=1,
+            airflow=Airflow.HIGH,
+            base_power_w=450,
+        ),
+        "r750": _upsert(
+            ChassisModel,
+            {"manufacturer": "Dell", "name": "PowerEdge R750xd"},
+            u_height=2,
+            airflow=Airflow.HIGH,
+            base_power_w=750,
+        ),
+        "gb10": _upsert(
+            ChassisModel,
+            {"manufacturer": "NVIDIA", "name": "GB10 desk box"},
+            u_height=1,
+            airflow=Airflow.STANDARD,
+            base_power_w=0,
+            card_slots=1,
+        ),
     }
 
 
 def seed_rig(models: dict[str, CardModel], chassis: dict[str, ChassisModel]) -> Cluster:
     site = _upsert(Site, {"name": "Workshop"}, description="Converted mining space")
-    rack = _upsert(Rack, {"site": site, "name": "open-frame-1"}, u_height=12,
-                   description="Open mining frame; limited airflow")
-    cluster = _upsert(Cluster, {"name": "rig-01"}, site=site, backend=Cluster.Backend.SIMULATOR,
-                      description="4x Tenstorrent Blackhole p150a in a converted Antminer S9, QSFP-DD full mesh")
-    feed = _upsert(PowerFeed, {"site": site, "name": "workshop-c1"}, rack=rack, voltage=230, amperage=16,
-                   phase=Phase.SINGLE, max_utilization_pct=80)
-    head = _upsert(Node, {"hostname": "r720"}, cluster=cluster, role=NodeRole.HEAD, chassis=chassis["r720"],
-                   rack=rack, position=1, u_height=2, bmc_kind=BMCKind.IPMI, bmc_address="10.0.0.20",
-                   purchase_cost=Decimal("350"), slurm_name="")
-    rig = _upsert(Node, {"hostname": "rig01"}, cluster=cluster, role=NodeRole.COMPUTE, chassis=chassis["s9"],
-                  rack=rack, position=4, u_height=4, slurm_name="rig01", purchase_cost=Decimal("150"),
-                  notes="BIOS: Above 4G decoding on, Resizable BAR on, PCIe AER OS-first")
+    rack = _upsert(
+        Rack,
+        {"site": site, "name": "open-frame-1"},
+        u_height=12,
+        description="Open mining frame; limited airflow",
+    )
+    cluster = _upsert(
+        Cluster,
+        {"name": "rig-01"},
+        site=site,
+        backend=Cluster.Backend.SIMULATOR,
+        description="4x Tenstorrent Blackhole p150a in a converted Antminer S9, QSFP-DD full mesh",
+    )
+    feed = _upsert(
+        PowerFeed,
+        {"site": site, "name": "workshop-c1"},
+        rack=rack,
+        voltage=230,
+        amperage=16,
+        phase=Phase.SINGLE,
+        max_utilization_pct=80,
+    )
+    head = _upsert(
+        Node,
+        {"hostname": "r720"},
+        cluster=cluster,
+        role=NodeRole.HEAD,
+        chassis=chassis["r720"],
+        rack=rack,
+        position=1,
+        u_height=2,
+        bmc_kind=BMCKind.IPMI,
+        bmc_address="10.0.0.20",
+        purchase_cost=Decimal("350"),
+        slurm_name="",
+    )
+    rig = _upsert(
+        Node,
+        {"hostname": "rig01"},
+        cluster=cluster,
+        role=NodeRole.COMPUTE,
+        chassis=chassis["s9"],
+        rack=rack,
+        position=4,
+        u_height=4,
+        slurm_name="rig01",
+        purchase_cost=Decimal("150"),
+        notes="BIOS: Above 4G decoding on, Resizable BAR on, PCIe AER OS-first",
+    )
     head_psu = _upsert(PSU, {"node": head, "name": "PSU1"}, feed=feed, capacity_w=750, efficiency_pct=92)
     _upsert(PowerLead, {"psu": head_psu, "name": "C13"}, kind=LeadKind.C13, node=head)
-    psu = _upsert(PSU, {"node": rig, "name": "APW3++"}, feed=feed, capacity_w=1600, efficiency_pct=93,
-                  model="Bitmain APW3++ 1600 W")
+    psu = _upsert(
+        PSU,
+        {"node": rig, "name": "APW3++"},
+        feed=feed,
+        capacity_w=1600,
+        efficiency_pct=93,
+        model="Bitmain APW3++ 1600 W",
+    )
     cards: dict[str, Card] = {}
     for i, letter in enumerate("ABCD"):
-        card = _card(rig, models["p150a"], letter, serial=f"BH150A-24{i + 1:04d}",
-                     pci_bus_id=f"0000:0{i + 1}:00.0", firmware_version="18.2.0")
+        card = _card(
+            rig,
+            models["p150a"],
+            letter,
+            serial=f"BH150A-24{i + 1:04d}",
+            pci_bus_id=f"0000:0{i + 1}:00.0",
+            firmware_version="18.2.0",
+        )
         cards[letter] = card
         for j in (1, 2):
-            _upsert(PowerLead, {"psu": psu, "name": f"PCIe 8-pin #{2 * i + j}"}, kind=LeadKind.PCIE_8PIN,
-                    card=card, wire_gauge_awg=16)
+            _upsert(
+                PowerLead,
+                {"psu": psu, "name": f"PCIe 8-pin #{2 * i + j}"},
+                kind=LeadKind.PCIE_8PIN,
+                card=card,
+                wire_gauge_awg=16,
+            )
     _upsert(PowerLead, {"psu": psu, "name": "Control board"}, kind=LeadKind.ATX, node=rig)
     for a, ap, b, bp in RIG_MESH:
-        _cable(Port.objects.get(card=cards[a], name=ap), Port.objects.get(card=cards[b], name=bp),
-               kind=CableKind.DAC, length_m=Decimal("0.5"), label=f"{a}{ap[-1]}-{b}{bp[-1]}")
+        _cable(
+            Port.objects.get(card=cards[a], name=ap),
+            Port.objects.get(card=cards[b], name=bp),
+            kind=CableKind.DAC,
+            length_m=Decimal("0.5"),
+            label=f"{a}{ap[-1]}-{b}{bp[-1]}",
+        )
     return cluster
 
 
 def seed_pod(models: dict[str, CardModel], chassis: dict[str, ChassisModel]) -> Cluster:
     site = _upsert(Site, {"name": "Hall B"}, description="Colocation hall")
     rack = _upsert(Rack, {"site": site, "name": "B07"}, u_height=42)
-    cluster = _upsert(Cluster, {"name": "h100-pod"}, site=site, backend=Cluster.Backend.SIMULATOR,
-                      description="4x DGX H100 on InfiniBand NDR, Slurm, NFS")
+    cluster = _upsert(
+        Cluster,
+        {"name": "h100-pod"},
+        site=site,
+        backend=Cluster.Backend.SIMULATOR,
+        description="4x DGX H100 on InfiniBand NDR, Slurm, NFS",
+    )
     feeds = [
-        _upsert(PowerFeed, {"site": site, "name": f"B07-{side}"}, rack=rack, voltage=400, amperage=63,
-                phase=Phase.THREE, max_utilization_pct=80)
+        _upsert(
+            PowerFeed,
+            {"site": site, "name": f"B07-{side}"},
+            rack=rack,
+            voltage=400,
+            amperage=63,
+            phase=Phase.THREE,
+            max_utilization_pct=80,
+        )
         for side in ("A", "B")
     ]
-    switch = _upsert(Node, {"hostname": "ib-sw01"}, cluster=cluster, role=NodeRole.SWITCH,
-                     chassis=chassis["qm9700"], rack=rack, position=42, u_height=1, purchase_cost=Decimal("28000"))
-    login = _upsert(Node, {"hostname": "login01"}, cluster=cluster, role=NodeRole.LOGIN, chassis=chassis["r650"],
-                    rack=rack, position=41, u_height=1, bmc_kind=BMCKind.REDFISH, bmc_address="10.1.0.41",
-                    purchase_cost=Decimal("9000"))
-    nfs = _upsert(Node, {"hostname": "nfs01"}, cluster=cluster, role=NodeRole.STORAGE, chassis=chassis["r750"],
-                  rack=rack, position=38, u_height=2, bmc_kind=BMCKind.REDFISH, bmc_address="10.1.0.38",
-                  purchase_cost=Decimal("15000"))
+    switch = _upsert(
+        Node,
+        {"hostname": "ib-sw01"},
+        cluster=cluster,
+        role=NodeRole.SWITCH,
+        chassis=chassis["qm9700"],
+        rack=rack,
+        position=42,
+        u_height=1,
+        purchase_cost=Decimal("28000"),
+    )
+    login = _upsert(
+        Node,
+        {"hostname": "login01"},
+        cluster=cluster,
+        role=NodeRole.LOGIN,
+        chassis=chassis["r650"],
+        rack=rack,
+        position=41,
+        u_height=1,
+        bmc_kind=BMCKind.REDFISH,
+        bmc_address="10.1.0.41",
+        purchase_cost=Decimal("9000"),
+    )
+    nfs = _upsert(
+        Node,
+        {"hostname": "nfs01"},
+        cluster=cluster,
+        role=NodeRole.STORAGE,
+        chassis=chassis["r750"],
+        rack=rack,
+        position=38,
+        u_height=2,
+        bmc_kind=BMCKind.REDFISH,
+        bmc_address="10.1.0.38",
+        purchase_cost=Decimal("15000"),
+    )
     for n, node in enumerate((switch, login, nfs)):
         for k, feed in enumerate(feeds):
-            psu = _upsert(PSU, {"node": node, "name": f"PSU{k + 1}"}, feed=feed,
-                          capacity_w=2000 if node is switch else 1400, redundant=True)
+            psu = _upsert(
+                PSU,
+                {"node": node, "name": f"PSU{k + 1}"},
+                feed=feed,
+                capacity_w=2000 if node is switch else 1400,
+                redundant=True,
+            )
             _upsert(PowerLead, {"psu": psu, "name": "C13"}, kind=LeadKind.C13, node=node)
         _ = n
     for i in range(1, 5):
         host = f"gpu{i:02d}"
-        node = _upsert(Node, {"hostname": host}, cluster=cluster, role=NodeRole.COMPUTE, chassis=chassis["dgx"],
-                       rack=rack, position=1 + (i - 1) * 8, u_height=8, slurm_name=host,
-                       bmc_kind=BMCKind.REDFISH, bmc_address=f"10.1.0.{10 + i}", purchase_cost=Decimal("300000"))
+        node = _upsert(
+            Node,
+            {"hostname": host},
+            cluster=cluster,
+            role=NodeRole.COMPUTE,
+            chassis=chassis["dgx"],
+            rack=rack,
+            position=1 + (i - 1) * 8,
+            u_height=8,
+            slurm_name=host,
+            bmc_kind=BMCKind.REDFISH,
+            bmc_address=f"10.1.0.{10 + i}",
+            purchase_cost=Decimal("300000"),
+        )
         for g, bus in enumerate(H100_BUS_IDS):
-            _card(node, models["h100"], str(g), serial=f"1654023{i:02d}{g:04d}", pci_bus_id=f"0000:{bus}:00.0",
-                  gpu_uuid=gpu_uuid(host, g), driver_version="550.54.15")
+            _card(
+                node,
+                models["h100"],
+                str(g),
+                serial=f"1654023{i:02d}{g:04d}",
+                pci_bus_id=f"0000:{bus}:00.0",
+                gpu_uuid=gpu_uuid(host, g),
+                driver_version="550.54.15",
+            )
         for k in range(6):
-            psu = _upsert(PSU, {"node": node, "name": f"PSU{k + 1}"}, feed=feeds[k % 2], capacity_w=3300,
-                          redundant=True, efficiency_pct=94)
+            psu = _upsert(
+                PSU,
+                {"node": node, "name": f"PSU{k + 1}"},
+                feed=feeds[k % 2],
+                capacity_w=3300,
+                redundant=True,
+                efficiency_pct=94,
+            )
             _upsert(PowerLead, {"psu": psu, "name": "C19"}, kind=LeadKind.C19, node=node)
-        nic, _c = Port.objects.get_or_create(node=node, card=None, name="ib0",
-                                             defaults={"kind": PortKind.INFINIBAND, "speed_gbps": 400})
-        sw_port, _c = Port.objects.get_or_create(node=switch, card=None, name=f"p{i}",
-                                                 defaults={"kind": PortKind.INFINIBAND, "speed_gbps": 400})
+        nic, _c = Port.objects.get_or_create(
+            node=node, card=None, name="ib0", defaults={"kind": PortKind.INFINIBAND, "speed_gbps": 400}
+        )
+        sw_port, _c = Port.objects.get_or_create(
+            node=switch, card=None, name=f"p{i}", defaults={"kind": PortKind.INFINIBAND, "speed_gbps": 400}
+        )
         _cable(nic, sw_port, kind=CableKind.INFINIBAND, length_m=Decimal("3"), label=f"{host}-ib")
     for name in ("ib0",):
         for node in (login, nfs):
-            nic, _c = Port.objects.get_or_create(node=node, card=None, name=name,
-                                                 defaults={"kind": PortKind.INFINIBAND, "speed_gbps": 400})
+            nic, _c = Port.objects.get_or_create(
+                node=node, card=None, name=name, defaults={"kind": PortKind.INFINIBAND, "speed_gbps": 400}
+            )
             sw_port, _c = Port.objects.get_or_create(
-                node=switch, card=None, name=f"p{10 if node is login else 11}",
-                defaults={"kind": PortKind.INFINIBAND, "speed_gbps": 400})
-            _cable(nic, sw_port, kind=CableKind.INFINIBAND, length_m=Decimal("2"), label=f"{node.hostname}-ib")
+                node=switch,
+                card=None,
+                name=f"p{10 if node is login else 11}",
+                defaults={"kind": PortKind.INFINIBAND, "speed_gbps": 400},
+            )
+            _cable(
+                nic, sw_port, kind=CableKind.INFINIBAND, length_m=Decimal("2"), label=f"{node.hostname}-ib"
+            )
     return cluster
 
 
 def seed_desk(models: dict[str, CardModel], chassis: dict[str, ChassisModel]) -> Cluster:
     site = _upsert(Site, {"name": "Office"}, description="Desk-side boxes")
-    cluster = _upsert(Cluster, {"name": "gb10-desk"}, site=site, backend=Cluster.Backend.SIMULATOR,
-                      description="Two GB10 desk boxes")
-    feed = _upsert(PowerFeed, {"site": site, "name": "office-socket"}, voltage=230, amperage=10,
-                   phase=Phase.SINGLE, max_utilization_pct=80)
+    cluster = _upsert(
+        Cluster,
+        {"name": "gb10-desk"},
+        site=site,
+        backend=Cluster.Backend.SIMULATOR,
+        description="Two GB10 desk boxes",
+    )
+    feed = _upsert(
+        PowerFeed,
+        {"site": site, "name": "office-socket"},
+        voltage=230,
+        amperage=10,
+        phase=Phase.SINGLE,
+        max_utilization_pct=80,
+    )
     for i, letter in enumerate("ab"):
         host = f"gb10-{letter}"
-        node = _upsert(Node, {"hostname": host}, cluster=cluster, role=NodeRole.COMPUTE, chassis=chassis["gb10"],
-                       slurm_name=host, purchase_cost=Decimal("4000"))
-        card = _card(node, models["gb10"], "0", serial=f"GB10-00{i + 1}", pci_bus_id="000f:01:00.0",
-                     gpu_uuid=gpu_uuid(host, 0), driver_version="580.95.05")
+        node = _upsert(
+            Node,
+            {"hostname": host},
+            cluster=cluster,
+            role=NodeRole.COMPUTE,
+            chassis=chassis["gb10"],
+            slurm_name=host,
+            purchase_cost=Decimal("4000"),
+        )
+        card = _card(
+            node,
+            models["gb10"],
+            "0",
+            serial=f"GB10-00{i + 1}",
+            pci_bus_id="000f:01:00.0",
+            gpu_uuid=gpu_uuid(host, 0),
+            driver_version="580.95.05",
+        )
         psu = _upsert(PSU, {"node": node, "name": "adapter"}, feed=feed, capacity_w=240, efficiency_pct=90)
         _upsert(PowerLead, {"psu": psu, "name": "USB-C PD"}, kind=LeadKind.DC_BARREL, card=card)
     return cluster

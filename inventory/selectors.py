@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import Count, Prefetch, QuerySet
 
 from inventory.models import (
@@ -62,7 +64,7 @@ def port_list() -> QuerySet[Port]:
     return Port.objects.select_related("node", "card__node", "termination")
 
 
-def _terminations() -> Prefetch[CableTermination]:
+def _terminations() -> Prefetch[Any]:
     return Prefetch(
         "terminations",
         queryset=CableTermination.objects.select_related("port__node", "port__card__node").order_by("end"),

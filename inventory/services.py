@@ -74,7 +74,9 @@ def cable_connect(*, a_port: Port, b_port: Port, user: Any, **attrs: Any) -> Cab
     except IntegrityError as exc:
         raise integrity_error_as_validation(exc) from exc
     audit_record(
-        user=user, action=AuditEntry.Action.CREATE, instance=cable,
+        user=user,
+        action=AuditEntry.Action.CREATE,
+        instance=cable,
         after={**model_snapshot(cable), "a_port": a_port.pk, "b_port": b_port.pk},
     )
     return cable

@@ -8,13 +8,13 @@ from django import forms
 from django.db import models
 from django.utils.translation import gettext_lazy as _
 
-from inventory import filters, forms as f, selectors
+from inventory import filters, selectors
+from inventory import forms as f
 from inventory.models import (
     PSU,
     Cable,
     Card,
     CardModel,
-    ChassisModel,
     Cluster,
     Node,
     Port,
@@ -33,14 +33,21 @@ class SiteListView(ObjectListView):
     model = Site
     queryset = selectors.site_list
     filterset_class = filters.SiteFilterSet
-    columns = [Column(_("Name"), "name", link=True, order_by="name"), Column(_("Address"), "address"),
-               Column(_("Racks"), "rack_count")]
+    columns = [
+        Column(_("Name"), "name", link=True, order_by="name"),
+        Column(_("Address"), "address"),
+        Column(_("Racks"), "rack_count"),
+    ]
 
 
 class SiteView(ObjectDetailView):
     model = Site
     queryset = selectors.site_list
-    fields = [Column(_("Name"), "name"), Column(_("Address"), "address"), Column(_("Description"), "description")]
+    fields = [
+        Column(_("Name"), "name"),
+        Column(_("Address"), "address"),
+        Column(_("Description"), "description"),
+    ]
 
     def extra_context(self, obj: Any) -> dict[str, Any]:
         return {"related": [(_("Racks"), obj.racks.all()), (_("Power feeds"), obj.power_feeds.all())]}
@@ -51,9 +58,13 @@ class ClusterListView(ObjectListView):
     queryset = selectors.cluster_list
     filterset_class = filters.ClusterFilterSet
     columns = [
-        Column(_("Name"), "name", link=True, order_by="name"), Column(_("Site"), "site"),
-        Column(_("Backend"), "backend"), Column(_("Login host"), "ssh_host"), Column(_("Nodes"), "node_count"),
-        Column(_("Last sync"), "last_sync_ok_at"), Column(_("Sync error"), "last_sync_error"),
+        Column(_("Name"), "name", link=True, order_by="name"),
+        Column(_("Site"), "site"),
+        Column(_("Backend"), "backend"),
+        Column(_("Login host"), "ssh_host"),
+        Column(_("Nodes"), "node_count"),
+        Column(_("Last sync"), "last_sync_ok_at"),
+        Column(_("Sync error"), "last_sync_error"),
     ]
 
 
@@ -62,10 +73,15 @@ class ClusterView(ObjectDetailView):
     queryset = selectors.cluster_list
     template_name = "inventory/cluster.html"
     fields = [
-        Column(_("Site"), "site"), Column(_("Backend"), "backend"), Column(_("Login host"), "ssh_host"),
-        Column(_("SSH port"), "ssh_port"), Column(_("Service account"), "ssh_user"),
-        Column(_("Host key pinned"), render=lambda c: bool(c.ssh_host_key)), Column(_("Key path"), "ssh_key_path"),
-        Column(_("Last successful sync"), "last_sync_ok_at"), Column(_("Sync error"), "last_sync_error"),
+        Column(_("Site"), "site"),
+        Column(_("Backend"), "backend"),
+        Column(_("Login host"), "ssh_host"),
+        Column(_("SSH port"), "ssh_port"),
+        Column(_("Service account"), "ssh_user"),
+        Column(_("Host key pinned"), render=lambda c: bool(c.ssh_host_key)),
+        Column(_("Key path"), "ssh_key_path"),
+        Column(_("Last successful sync"), "last_sync_ok_at"),
+        Column(_("Sync error"), "last_sync_error"),
         Column(_("Description"), "description"),
     ]
 
@@ -77,19 +93,28 @@ class RackListView(ObjectListView):
     model = Rack
     queryset = selectors.rack_list
     filterset_class = filters.RackFilterSet
-    columns = [Column(_("Name"), "name", link=True, order_by="name"), Column(_("Site"), "site"),
-               Column(_("Height (U)"), "u_height"), Column(_("Nodes"), "node_count")]
+    columns = [
+        Column(_("Name"), "name", link=True, order_by="name"),
+        Column(_("Site"), "site"),
+        Column(_("Height (U)"), "u_height"),
+        Column(_("Nodes"), "node_count"),
+    ]
 
 
 class RackView(ObjectDetailView):
     model = Rack
     queryset = selectors.rack_list
     template_name = "inventory/rack.html"
-    fields = [Column(_("Site"), "site"), Column(_("Height (U)"), "u_height"), Column(_("Description"), "description")]
+    fields = [
+        Column(_("Site"), "site"),
+        Column(_("Height (U)"), "u_height"),
+        Column(_("Description"), "description"),
+    ]
 
     def extra_context(self, obj: Any) -> dict[str, Any]:
         nodes = list(selectors.node_list().filter(rack=obj, position__isnull=False))
         by_top: dict[int, Node] = {}
+        node: Node | None
         for node in nodes:
             by_top[(node.position or 0) + node.u_height - 1] = node
         units: list[dict[str, Any]] = []
@@ -115,10 +140,14 @@ class NodeListView(ObjectListView):
     filterset_class = filters.NodeFilterSet
     columns = [
         Column(_("Hostname"), "hostname", link=True, order_by="hostname"),
-        Column(_("Cluster"), "cluster"), Column(_("Role"), "role", order_by="role"),
-        Column(_("Status"), "status", order_by="status"), Column(_("Chassis"), "chassis"),
-        Column(_("Rack"), "rack"), Column(_("U"), "position", order_by="position"),
-        Column(_("Slurm state"), "slurm_state", order_by="slurm_state"), Column(_("Cards"), "card_count"),
+        Column(_("Cluster"), "cluster"),
+        Column(_("Role"), "role", order_by="role"),
+        Column(_("Status"), "status", order_by="status"),
+        Column(_("Chassis"), "chassis"),
+        Column(_("Rack"), "rack"),
+        Column(_("U"), "position", order_by="position"),
+        Column(_("Slurm state"), "slurm_state", order_by="slurm_state"),
+        Column(_("Cards"), "card_count"),
     ]
 
 
@@ -127,12 +156,19 @@ class NodeView(ObjectDetailView):
     queryset = selectors.node_list
     template_name = "inventory/node.html"
     fields = [
-        Column(_("Cluster"), "cluster"), Column(_("Role"), "role"), Column(_("Status"), "status"),
-        Column(_("Chassis"), "chassis"), Column(_("Rack"), "rack"), Column(_("Position"), "position"),
-        Column(_("Height (U)"), "u_height"), Column(_("Slurm name"), "effective_slurm_name"),
-        Column(_("Slurm state"), "slurm_state"), Column(_("Slurm reason"), "slurm_reason"),
+        Column(_("Cluster"), "cluster"),
+        Column(_("Role"), "role"),
+        Column(_("Status"), "status"),
+        Column(_("Chassis"), "chassis"),
+        Column(_("Rack"), "rack"),
+        Column(_("Position"), "position"),
+        Column(_("Height (U)"), "u_height"),
+        Column(_("Slurm name"), "effective_slurm_name"),
+        Column(_("Slurm state"), "slurm_state"),
+        Column(_("Slurm reason"), "slurm_reason"),
         Column(_("BMC"), render=lambda n: f"{n.get_bmc_kind_display()} {n.bmc_address}".strip()),
-        Column(_("Purchase cost"), "purchase_cost"), Column(_("Purchase date"), "purchase_date"),
+        Column(_("Purchase cost"), "purchase_cost"),
+        Column(_("Purchase date"), "purchase_date"),
         Column(_("Notes"), "notes"),
     ]
 
@@ -149,24 +185,40 @@ class CardModelListView(ObjectListView):
     queryset = selectors.card_model_list
     filterset_class = filters.CardModelFilterSet
     columns = [
-        Column(_("Vendor"), "vendor", order_by="vendor"), Column(_("Model"), "name", link=True, order_by="name"),
-        Column(_("Memory (GB)"), "memory_gb"), Column(_("Memory"), "memory_type"),
-        Column(_("FP8 TFLOPS"), "tflops_fp8"), Column(_("FP16 TFLOPS"), "tflops_fp16"),
-        Column(_("TDP (W)"), "tdp_w", order_by="tdp_w"), Column(_("Price"), "list_price"),
-        Column(_("Cooling"), "cooling"), Column(_("Cards"), "card_count"),
+        Column(_("Vendor"), "vendor", order_by="vendor"),
+        Column(_("Model"), "name", link=True, order_by="name"),
+        Column(_("Memory (GB)"), "memory_gb"),
+        Column(_("Memory"), "memory_type"),
+        Column(_("FP8 TFLOPS"), "tflops_fp8"),
+        Column(_("FP16 TFLOPS"), "tflops_fp16"),
+        Column(_("TDP (W)"), "tdp_w", order_by="tdp_w"),
+        Column(_("Price"), "list_price"),
+        Column(_("Cooling"), "cooling"),
+        Column(_("Cards"), "card_count"),
     ]
 
 
 class CardModelView(ObjectDetailView):
     model = CardModel
     queryset = selectors.card_model_list
-    fields = [Column(_("Vendor"), "vendor"), Column(_("Memory"), render=lambda m: f"{m.memory_gb} GB {m.memory_type}"),
-              Column(_("FP8 TFLOPS"), "tflops_fp8"), Column(_("FP16 TFLOPS"), "tflops_fp16"),
-              Column(_("FP32 TFLOPS"), "tflops_fp32"), Column(_("TDP (W)"), "tdp_w"),
-              Column(_("List price"), "list_price"), Column(_("Cooling"), "cooling"),
-              Column(_("Minimum airflow"), "min_airflow"), Column(_("Power connector"), "power_connector"),
-              Column(_("Ports"), render=lambda m: ", ".join(
-                  f"{t.name} {t.get_kind_display()} {t.speed_gbps}G" for t in m.port_templates.all()))]
+    fields = [
+        Column(_("Vendor"), "vendor"),
+        Column(_("Memory"), render=lambda m: f"{m.memory_gb} GB {m.memory_type}"),
+        Column(_("FP8 TFLOPS"), "tflops_fp8"),
+        Column(_("FP16 TFLOPS"), "tflops_fp16"),
+        Column(_("FP32 TFLOPS"), "tflops_fp32"),
+        Column(_("TDP (W)"), "tdp_w"),
+        Column(_("List price"), "list_price"),
+        Column(_("Cooling"), "cooling"),
+        Column(_("Minimum airflow"), "min_airflow"),
+        Column(_("Power connector"), "power_connector"),
+        Column(
+            _("Ports"),
+            render=lambda m: ", ".join(
+                f"{t.name} {t.get_kind_display()} {t.speed_gbps}G" for t in m.port_templates.all()
+            ),
+        ),
+    ]
 
 
 class CardListView(ObjectListView):
@@ -174,9 +226,12 @@ class CardListView(ObjectListView):
     queryset = selectors.card_list
     filterset_class = filters.CardFilterSet
     columns = [
-        Column(_("Card"), render=lambda c: c, link=True), Column(_("Model"), "card_model"),
-        Column(_("Status"), "status"), Column(_("Serial"), "serial", order_by="serial"),
-        Column(_("PCI bus id"), "pci_bus_id", order_by="pci_bus_id"), Column(_("GPU UUID"), "gpu_uuid"),
+        Column(_("Card"), render=lambda c: c, link=True),
+        Column(_("Model"), "card_model"),
+        Column(_("Status"), "status"),
+        Column(_("Serial"), "serial", order_by="serial"),
+        Column(_("PCI bus id"), "pci_bus_id", order_by="pci_bus_id"),
+        Column(_("GPU UUID"), "gpu_uuid"),
     ]
 
 
@@ -184,14 +239,23 @@ class CardView(ObjectDetailView):
     model = Card
     queryset = selectors.card_list
     template_name = "inventory/card.html"
-    fields = [Column(_("Node"), "node"), Column(_("Model"), "card_model"), Column(_("Slot"), "slot"),
-              Column(_("Status"), "status"), Column(_("Serial"), "serial"), Column(_("PCI bus id"), "pci_bus_id"),
-              Column(_("GPU UUID"), "gpu_uuid"), Column(_("Firmware"), "firmware_version"),
-              Column(_("Driver"), "driver_version")]
+    fields = [
+        Column(_("Node"), "node"),
+        Column(_("Model"), "card_model"),
+        Column(_("Slot"), "slot"),
+        Column(_("Status"), "status"),
+        Column(_("Serial"), "serial"),
+        Column(_("PCI bus id"), "pci_bus_id"),
+        Column(_("GPU UUID"), "gpu_uuid"),
+        Column(_("Firmware"), "firmware_version"),
+        Column(_("Driver"), "driver_version"),
+    ]
 
     def extra_context(self, obj: Any) -> dict[str, Any]:
-        return {"ports": selectors.port_list().filter(card=obj),
-                "leads": selectors.power_lead_list().filter(card=obj)}
+        return {
+            "ports": selectors.port_list().filter(card=obj),
+            "leads": selectors.power_lead_list().filter(card=obj),
+        }
 
 
 # -- ports and cables ------------------------------------------------------------------------------
@@ -205,9 +269,15 @@ class PortListView(ObjectListView):
     model = Port
     queryset = selectors.port_list
     filterset_class = filters.PortFilterSet
-    columns = [Column(_("Owner"), render=_port_owner), Column(_("Name"), "name", order_by="name"),
-               Column(_("Kind"), "kind"), Column(_("Speed (Gbit/s)"), "speed_gbps"),
-               Column(_("Cable"), render=lambda p: f"#{p.termination.cable_id}" if hasattr(p, "termination") else None)]
+    columns = [
+        Column(_("Owner"), render=_port_owner),
+        Column(_("Name"), "name", order_by="name"),
+        Column(_("Kind"), "kind"),
+        Column(_("Speed (Gbit/s)"), "speed_gbps"),
+        Column(
+            _("Cable"), render=lambda p: f"#{p.termination.cable_id}" if hasattr(p, "termination") else None
+        ),
+    ]
 
 
 class CableListView(ObjectListView):
@@ -216,8 +286,11 @@ class CableListView(ObjectListView):
     filterset_class = filters.CableFilterSet
     columns = [
         Column(_("Cable"), render=lambda c: c, link=True),
-        Column(_("A end"), render=lambda c: _end_label(c.a_port)), Column(_("B end"), render=lambda c: _end_label(c.b_port)),
-        Column(_("Kind"), "kind"), Column(_("Status"), "status"), Column(_("Length (m)"), "length_m"),
+        Column(_("A end"), render=lambda c: _end_label(c.a_port)),
+        Column(_("B end"), render=lambda c: _end_label(c.b_port)),
+        Column(_("Kind"), "kind"),
+        Column(_("Status"), "status"),
+        Column(_("Length (m)"), "length_m"),
     ]
 
 
@@ -230,10 +303,15 @@ def _end_label(port: Port | None) -> str:
 class CableView(ObjectDetailView):
     model = Cable
     queryset = selectors.cable_list
-    fields = [Column(_("A end"), render=lambda c: _end_label(c.a_port)),
-              Column(_("B end"), render=lambda c: _end_label(c.b_port)), Column(_("Kind"), "kind"),
-              Column(_("Status"), "status"), Column(_("Length (m)"), "length_m"), Column(_("Label"), "label"),
-              Column(_("Description"), "description")]
+    fields = [
+        Column(_("A end"), render=lambda c: _end_label(c.a_port)),
+        Column(_("B end"), render=lambda c: _end_label(c.b_port)),
+        Column(_("Kind"), "kind"),
+        Column(_("Status"), "status"),
+        Column(_("Length (m)"), "length_m"),
+        Column(_("Label"), "label"),
+        Column(_("Description"), "description"),
+    ]
 
 
 # -- power ------------------------------------------------------------------------------------------
@@ -243,9 +321,16 @@ class PowerFeedListView(ObjectListView):
     model = PowerFeed
     queryset = selectors.power_feed_list
     filterset_class = filters.PowerFeedFilterSet
-    columns = [Column(_("Name"), "name", link=True), Column(_("Site"), "site"), Column(_("Rack"), "rack"),
-               Column(_("Voltage"), "voltage"), Column(_("Amperage"), "amperage"), Column(_("Phase"), "phase"),
-               Column(_("Max %"), "max_utilization_pct"), Column(_("Available (W)"), "available_power_w")]
+    columns = [
+        Column(_("Name"), "name", link=True),
+        Column(_("Site"), "site"),
+        Column(_("Rack"), "rack"),
+        Column(_("Voltage"), "voltage"),
+        Column(_("Amperage"), "amperage"),
+        Column(_("Phase"), "phase"),
+        Column(_("Max %"), "max_utilization_pct"),
+        Column(_("Available (W)"), "available_power_w"),
+    ]
 
 
 class PowerFeedView(ObjectDetailView):
@@ -258,9 +343,14 @@ class PSUListView(ObjectListView):
     model = PSU
     queryset = selectors.psu_list
     filterset_class = filters.PSUFilterSet
-    columns = [Column(_("Name"), "name", link=True), Column(_("Node"), "node"), Column(_("Feed"), "feed"),
-               Column(_("Capacity (W)"), "capacity_w"), Column(_("Efficiency %"), "efficiency_pct"),
-               Column(_("Model"), "model")]
+    columns = [
+        Column(_("Name"), "name", link=True),
+        Column(_("Node"), "node"),
+        Column(_("Feed"), "feed"),
+        Column(_("Capacity (W)"), "capacity_w"),
+        Column(_("Efficiency %"), "efficiency_pct"),
+        Column(_("Model"), "model"),
+    ]
 
 
 class PSUView(ObjectDetailView):
@@ -276,8 +366,14 @@ class PowerLeadListView(ObjectListView):
     model = PowerLead
     queryset = selectors.power_lead_list
     filterset_class = filters.PowerLeadFilterSet
-    columns = [Column(_("PSU"), "psu"), Column(_("Connector"), "name", link=True), Column(_("Kind"), "kind"),
-               Column(_("Rating (W)"), "effective_rating_w"), Column(_("Card"), "card"), Column(_("Node"), "node")]
+    columns = [
+        Column(_("PSU"), "psu"),
+        Column(_("Connector"), "name", link=True),
+        Column(_("Kind"), "kind"),
+        Column(_("Rating (W)"), "effective_rating_w"),
+        Column(_("Card"), "card"),
+        Column(_("Node"), "node"),
+    ]
 
 
 class PowerLeadView(ObjectDetailView):
@@ -302,7 +398,7 @@ class CableEditView(ObjectEditView):
     form_class = f.CableForm
 
     def save(self, form: forms.ModelForm[Any]) -> models.Model:
-        data = {k: v for k, v in form.cleaned_data.items()}
+        data = dict(form.cleaned_data)
         if form.instance.pk:
             return cable_update(form.instance, user=self.request.user, **data)
         return cable_connect(user=self.request.user, **data)

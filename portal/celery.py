@@ -1,4 +1,4 @@
-"""The Celery app. Queues: `actions` (long node/job actions), `polls` (Slurm sync), `telemetry` (collection)."""
+"""The Celery app. Queues: `actions` (long node/job actions), `polls` (Slurm sync), `telemetry`."""
 
 import os
 

@@ -28,7 +28,7 @@ def decrypt(value: str) -> str:
     if not value.startswith(PREFIX):
         return value
     try:
-        return _fernet().decrypt(value[len(PREFIX):].encode()).decode()
+        return _fernet().decrypt(value[len(PREFIX) :].encode()).decode()
     except InvalidToken:
         return ""
 

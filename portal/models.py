@@ -81,7 +81,10 @@ class AuditEntry(models.Model):
 
     class Meta:
         ordering = ["-ts", "-id"]
-        indexes = [models.Index(fields=["content_type", "object_id"]), models.Index(fields=["username", "ts"])]
+        indexes = [
+            models.Index(fields=["content_type", "object_id"]),
+            models.Index(fields=["username", "ts"]),
+        ]
         verbose_name = _("audit entry")
         verbose_name_plural = _("audit entries")
 

@@ -51,8 +51,9 @@ def roles_sync(**_: Any) -> None:
     for role, patterns in ROLE_PERMISSIONS.items():
         group, _created = Group.objects.get_or_create(name=role)
         wanted = [
-            p for p in perms if any(fnmatch.fnmatch(f"{p.content_type.app_label}.{p.codename}", pat)
-                                    for pat in patterns)
+            p
+            for p in perms
+            if any(fnmatch.fnmatch(f"{p.content_type.app_label}.{p.codename}", pat) for pat in patterns)
         ]
         group.permissions.set(wanted)
 

@@ -71,7 +71,9 @@ def audit_record(
     return entry
 
 
-def _diff(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def _diff(
+    before: Mapping[str, Any] | None, after: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     if before is None:
         return {}, dict(after)
     keys = [k for k in after if before.get(k) != after.get(k)]
@@ -137,12 +139,17 @@ def instance_delete(instance: models.Model, *, user: Any) -> None:
     )
 
 
-def api_token_create(*, user: Any, name: str, expires: dt.datetime | None = None, write_enabled: bool = True
-                     ) -> tuple[APIToken, str]:
+def api_token_create(
+    *, user: Any, name: str, expires: dt.datetime | None = None, write_enabled: bool = True
+) -> tuple[APIToken, str]:
     """Create a token; returns the row and the clear key, which is never stored."""
     key = APIToken.generate_key()
     token = APIToken.objects.create(
-        user=user, name=name, prefix=key[:8], key_hash=token_hash(key), expires=expires,
+        user=user,
+        name=name,
+        prefix=key[:8],
+        key_hash=token_hash(key),
+        expires=expires,
         write_enabled=write_enabled,
     )
     audit_record(user=user, action=AuditEntry.Action.AUTH, instance=token, message="API token created")

@@ -1,3 +1,5 @@
+from typing import Any
+
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
@@ -18,7 +20,7 @@ def api_root(request: Request) -> Response:
     return Response({"inventory": reverse("api:inventory:api-root", request=request)})
 
 
-api_patterns = [
+api_patterns: list[Any] = [
     path("", api_root, name="root"),
     path("inventory/", include("inventory.api.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
@@ -42,4 +44,3 @@ urlpatterns = [
     path("account/", include((portal_patterns, "portal"))),
     path("inventory/", include("inventory.urls")),
 ]
-

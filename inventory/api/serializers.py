@@ -40,9 +40,23 @@ class ClusterSerializer(PortalModelSerializer):
     class Meta:
         model = Cluster
         fields = [
-            *BASE, "name", "description", "site", "backend", "ssh_host", "ssh_port", "ssh_user", "ssh_host_key",
-            "ssh_key_path", "slurm_conf", "last_sync_at", "last_sync_ok_at", "last_sync_error", "stale",
-            "node_count", *STAMPS,
+            *BASE,
+            "name",
+            "description",
+            "site",
+            "backend",
+            "ssh_host",
+            "ssh_port",
+            "ssh_user",
+            "ssh_host_key",
+            "ssh_key_path",
+            "slurm_conf",
+            "last_sync_at",
+            "last_sync_ok_at",
+            "last_sync_error",
+            "stale",
+            "node_count",
+            *STAMPS,
         ]
 
     def get_stale(self, obj: Cluster) -> bool:
@@ -61,23 +75,50 @@ class ChassisModelSerializer(PortalModelSerializer):
     class Meta:
         model = ChassisModel
         fields = [
-            *BASE, "manufacturer", "name", "u_height", "airflow", "base_power_w", "card_slots",
-            "pcie_lanes_per_slot", *STAMPS,
+            *BASE,
+            "manufacturer",
+            "name",
+            "u_height",
+            "airflow",
+            "base_power_w",
+            "card_slots",
+            "pcie_lanes_per_slot",
+            *STAMPS,
         ]
 
 
 class NodeSerializer(PortalModelSerializer):
     card_count = serializers.IntegerField(read_only=True)
-    bmc_password = serializers.CharField(write_only=True, required=False, allow_blank=True,
-                                         style={"input_type": "password"})
+    bmc_password = serializers.CharField(
+        write_only=True, required=False, allow_blank=True, style={"input_type": "password"}
+    )
 
     class Meta:
         model = Node
         fields = [
-            *BASE, "hostname", "cluster", "role", "chassis", "status", "rack", "position", "u_height",
-            "slurm_name", "bmc_kind", "bmc_address", "bmc_username", "bmc_password", "purchase_cost",
-            "purchase_date", "base_power_w", "notes", "slurm_state", "slurm_reason", "slurm_state_since",
-            "card_count", *STAMPS,
+            *BASE,
+            "hostname",
+            "cluster",
+            "role",
+            "chassis",
+            "status",
+            "rack",
+            "position",
+            "u_height",
+            "slurm_name",
+            "bmc_kind",
+            "bmc_address",
+            "bmc_username",
+            "bmc_password",
+            "purchase_cost",
+            "purchase_date",
+            "base_power_w",
+            "notes",
+            "slurm_state",
+            "slurm_reason",
+            "slurm_state_since",
+            "card_count",
+            *STAMPS,
         ]
         read_only_fields = ["slurm_state", "slurm_reason", "slurm_state_since"]
 
@@ -101,9 +142,23 @@ class CardModelSerializer(PortalModelSerializer):
     class Meta:
         model = CardModel
         fields = [
-            *BASE, "vendor", "name", "memory_gb", "memory_type", "tflops_fp8", "tflops_fp16", "tflops_fp32",
-            "tdp_w", "list_price", "cooling", "min_airflow", "power_connector", "pcie_lanes", "port_templates",
-            "card_count", *STAMPS,
+            *BASE,
+            "vendor",
+            "name",
+            "memory_gb",
+            "memory_type",
+            "tflops_fp8",
+            "tflops_fp16",
+            "tflops_fp32",
+            "tdp_w",
+            "list_price",
+            "cooling",
+            "min_airflow",
+            "power_connector",
+            "pcie_lanes",
+            "port_templates",
+            "card_count",
+            *STAMPS,
         ]
 
 
@@ -111,8 +166,17 @@ class CardSerializer(PortalModelSerializer):
     class Meta:
         model = Card
         fields = [
-            *BASE, "node", "card_model", "slot", "status", "serial", "pci_bus_id", "gpu_uuid",
-            "firmware_version", "driver_version", *STAMPS,
+            *BASE,
+            "node",
+            "card_model",
+            "slot",
+            "status",
+            "serial",
+            "pci_bus_id",
+            "gpu_uuid",
+            "firmware_version",
+            "driver_version",
+            *STAMPS,
         ]
 
 
@@ -156,15 +220,34 @@ class PowerFeedSerializer(PortalModelSerializer):
     class Meta:
         model = PowerFeed
         fields = [
-            *BASE, "name", "site", "rack", "voltage", "amperage", "phase", "max_utilization_pct",
-            "available_power_w", "description", *STAMPS,
+            *BASE,
+            "name",
+            "site",
+            "rack",
+            "voltage",
+            "amperage",
+            "phase",
+            "max_utilization_pct",
+            "available_power_w",
+            "description",
+            *STAMPS,
         ]
 
 
 class PSUSerializer(PortalModelSerializer):
     class Meta:
         model = PSU
-        fields = [*BASE, "name", "node", "feed", "capacity_w", "efficiency_pct", "redundant", "model", *STAMPS]
+        fields = [
+            *BASE,
+            "name",
+            "node",
+            "feed",
+            "capacity_w",
+            "efficiency_pct",
+            "redundant",
+            "model",
+            *STAMPS,
+        ]
 
 
 class PowerLeadSerializer(PortalModelSerializer):
@@ -173,6 +256,14 @@ class PowerLeadSerializer(PortalModelSerializer):
     class Meta:
         model = PowerLead
         fields = [
-            *BASE, "psu", "name", "kind", "rating_w", "effective_rating_w", "card", "node", "wire_gauge_awg",
+            *BASE,
+            "psu",
+            "name",
+            "kind",
+            "rating_w",
+            "effective_rating_w",
+            "card",
+            "node",
+            "wire_gauge_awg",
             *STAMPS,
         ]

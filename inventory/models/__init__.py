@@ -8,7 +8,7 @@ from inventory.models.devices import (
     Port,
     PortTemplate,
 )
-from inventory.models.power import PowerFeed, PowerLead, PSU
+from inventory.models.power import PSU, PowerFeed, PowerLead
 from inventory.models.sites import Cluster, Rack, Site
 
 __all__ = [

@@ -50,10 +50,14 @@ class ChassisModel(ChangeLoggedModel):
 
     manufacturer = models.CharField(_("manufacturer"), max_length=64)
     name = models.CharField(_("model"), max_length=64)
-    u_height = models.PositiveSmallIntegerField(_("height (U)"), default=1, validators=[MaxValueValidator(50)])
+    u_height = models.PositiveSmallIntegerField(
+        _("height (U)"), default=1, validators=[MaxValueValidator(50)]
+    )
     airflow = models.CharField(_("airflow"), max_length=16, choices=Airflow.choices, default=Airflow.STANDARD)
     base_power_w = models.PositiveIntegerField(
-        _("host base load (W)"), default=0, help_text=_("Nameplate draw of the host without its accelerator cards.")
+        _("host base load (W)"),
+        default=0,
+        help_text=_("Nameplate draw of the host without its accelerator cards."),
     )
     card_slots = models.PositiveSmallIntegerField(_("card slots"), default=0)
     pcie_lanes_per_slot = models.PositiveSmallIntegerField(
@@ -70,12 +74,16 @@ class ChassisModel(ChangeLoggedModel):
 
 class Node(ChangeLoggedModel):
     hostname = models.CharField(_("hostname"), max_length=63, unique=True, validators=[hostname_validator])
-    cluster = models.ForeignKey(Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="nodes")
+    cluster = models.ForeignKey(
+        Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="nodes"
+    )
     role = models.CharField(_("role"), max_length=16, choices=NodeRole.choices, default=NodeRole.COMPUTE)
     chassis = models.ForeignKey(
         ChassisModel, null=True, blank=True, on_delete=models.PROTECT, related_name="nodes"
     )
-    status = models.CharField(_("status"), max_length=16, choices=NodeStatus.choices, default=NodeStatus.ACTIVE)
+    status = models.CharField(
+        _("status"), max_length=16, choices=NodeStatus.choices, default=NodeStatus.ACTIVE
+    )
     rack = models.ForeignKey(Rack, null=True, blank=True, on_delete=models.PROTECT, related_name="nodes")
     position = models.PositiveSmallIntegerField(
         _("position (lowest U)"), null=True, blank=True, validators=[MinValueValidator(1)]
@@ -91,12 +99,17 @@ class Node(ChangeLoggedModel):
     bmc_username = models.CharField(_("BMC username"), max_length=64, blank=True)
     bmc_password = EncryptedTextField(_("BMC password"), blank=True)
     purchase_cost = models.DecimalField(
-        _("purchase cost (USD)"), max_digits=12, decimal_places=2, default=Decimal("0"),
+        _("purchase cost (USD)"),
+        max_digits=12,
+        decimal_places=2,
+        default=Decimal("0"),
         validators=[MinValueValidator(Decimal("0"))],
     )
     purchase_date = models.DateField(_("purchase date"), null=True, blank=True)
     base_power_w = models.PositiveIntegerField(
-        _("host base load override (W)"), null=True, blank=True,
+        _("host base load override (W)"),
+        null=True,
+        blank=True,
         help_text=_("Leave empty to use the chassis model's figure."),
     )
     notes = models.TextField(_("notes"), blank=True)
@@ -114,7 +127,9 @@ class Node(ChangeLoggedModel):
                 violation_error_message=_("A rack position needs a rack."),
             ),
             models.UniqueConstraint(
-                fields=["cluster", "slurm_name"], condition=~Q(slurm_name=""), name="node_unique_slurm_name",
+                fields=["cluster", "slurm_name"],
+                condition=~Q(slurm_name=""),
+                name="node_unique_slurm_name",
                 violation_error_message=_("Another node of this cluster has this Slurm node name."),
             ),
         ]
@@ -132,11 +147,14 @@ class Node(ChangeLoggedModel):
         if self.position is None or self.rack_id is None:
             return
         rack = self.rack
+        assert rack is not None
         top = self.position + self.u_height - 1
         if top > rack.u_height:
             raise ValidationError(
-                {"position": _("U%(pos)s-U%(top)s does not fit in %(rack)s (%(h)sU).")
-                 % {"pos": self.position, "top": top, "rack": rack.name, "h": rack.u_height}}
+                {
+                    "position": _("U%(pos)s-U%(top)s does not fit in %(rack)s (%(h)sU).")
+                    % {"pos": self.position, "top": top, "rack": rack.name, "h": rack.u_height}
+                }
             )
         clash = (
             Node.objects.filter(rack_id=self.rack_id, position__isnull=False)
@@ -147,9 +165,16 @@ class Node(ChangeLoggedModel):
         )
         if clash is not None:
             raise ValidationError(
-                {"position": _("U%(pos)s-U%(top)s overlaps %(other)s (U%(opos)s-U%(otop)s).")
-                 % {"pos": self.position, "top": top, "other": clash.hostname, "opos": clash.position,
-                    "otop": (clash.position or 0) + clash.u_height - 1}}
+                {
+                    "position": _("U%(pos)s-U%(top)s overlaps %(other)s (U%(opos)s-U%(otop)s).")
+                    % {
+                        "pos": self.position,
+                        "top": top,
+                        "other": clash.hostname,
+                        "opos": clash.position,
+                        "otop": (clash.position or 0) + clash.u_height - 1,
+                    }
+                }
             )
 
 
@@ -160,19 +185,29 @@ class CardModel(ChangeLoggedModel):
     name = models.CharField(_("model"), max_length=64)
     memory_gb = models.PositiveIntegerField(_("memory (GB)"), default=0)
     memory_type = models.CharField(_("memory type"), max_length=16, blank=True)
-    tflops_fp8 = models.DecimalField(_("peak TFLOPS FP8"), max_digits=8, decimal_places=1, null=True, blank=True)
+    tflops_fp8 = models.DecimalField(
+        _("peak TFLOPS FP8"), max_digits=8, decimal_places=1, null=True, blank=True
+    )
     tflops_fp16 = models.DecimalField(
         _("peak TFLOPS FP16/BF16"), max_digits=8, decimal_places=1, null=True, blank=True
     )
-    tflops_fp32 = models.DecimalField(_("peak TFLOPS FP32"), max_digits=8, decimal_places=1, null=True, blank=True)
+    tflops_fp32 = models.DecimalField(
+        _("peak TFLOPS FP32"), max_digits=8, decimal_places=1, null=True, blank=True
+    )
     tdp_w = models.PositiveIntegerField(_("TDP (W)"))
     list_price = models.DecimalField(
-        _("list price (USD)"), max_digits=12, decimal_places=2, default=Decimal("0"),
+        _("list price (USD)"),
+        max_digits=12,
+        decimal_places=2,
+        default=Decimal("0"),
         validators=[MinValueValidator(Decimal("0"))],
     )
     cooling = models.CharField(_("cooling"), max_length=16, choices=Cooling.choices, default=Cooling.ACTIVE)
     min_airflow = models.CharField(
-        _("minimum chassis airflow"), max_length=16, choices=Airflow.choices, default=Airflow.LIMITED,
+        _("minimum chassis airflow"),
+        max_length=16,
+        choices=Airflow.choices,
+        default=Airflow.LIMITED,
         help_text=_("The least airflow the card is rated for; readiness warns below it."),
     )
     power_connector = models.CharField(
@@ -198,7 +233,9 @@ class PortTemplate(models.Model):
 
     class Meta:
         ordering = ["card_model", "name"]
-        constraints = [models.UniqueConstraint(fields=["card_model", "name"], name="porttemplate_unique_name")]
+        constraints = [
+            models.UniqueConstraint(fields=["card_model", "name"], name="porttemplate_unique_name")
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -208,7 +245,9 @@ class Card(ChangeLoggedModel):
     node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="cards")
     card_model = models.ForeignKey(CardModel, on_delete=models.PROTECT, related_name="cards")
     slot = models.CharField(_("slot"), max_length=16)
-    status = models.CharField(_("status"), max_length=16, choices=CardStatus.choices, default=CardStatus.ACTIVE)
+    status = models.CharField(
+        _("status"), max_length=16, choices=CardStatus.choices, default=CardStatus.ACTIVE
+    )
     serial = models.CharField(_("serial"), max_length=64, blank=True)
     pci_bus_id = models.CharField(
         _("PCI bus id"), max_length=16, blank=True, validators=[pci_bus_id_validator]
@@ -221,15 +260,20 @@ class Card(ChangeLoggedModel):
         ordering = ["node__hostname", "slot"]
         constraints = [
             models.UniqueConstraint(
-                fields=["node", "slot"], name="card_one_per_slot",
+                fields=["node", "slot"],
+                name="card_one_per_slot",
                 violation_error_message=_("This slot of this node already holds a card."),
             ),
             models.UniqueConstraint(
-                fields=["node", "pci_bus_id"], condition=~Q(pci_bus_id=""), name="card_unique_bus_id_per_node",
+                fields=["node", "pci_bus_id"],
+                condition=~Q(pci_bus_id=""),
+                name="card_unique_bus_id_per_node",
                 violation_error_message=_("Another card of this node has this PCI bus id."),
             ),
             models.UniqueConstraint(
-                fields=["gpu_uuid"], condition=~Q(gpu_uuid=""), name="card_unique_gpu_uuid",
+                fields=["gpu_uuid"],
+                condition=~Q(gpu_uuid=""),
+                name="card_unique_gpu_uuid",
                 violation_error_message=_("Another card has this GPU UUID."),
             ),
         ]
@@ -261,11 +305,15 @@ class Port(models.Model):
         ordering = ["node", "card", "name"]
         constraints = [
             models.UniqueConstraint(
-                fields=["card", "name"], condition=Q(card__isnull=False), name="port_unique_name_per_card",
+                fields=["card", "name"],
+                condition=Q(card__isnull=False),
+                name="port_unique_name_per_card",
                 violation_error_message=_("This card already has a port of this name."),
             ),
             models.UniqueConstraint(
-                fields=["node", "name"], condition=Q(card__isnull=True), name="port_unique_name_per_node",
+                fields=["node", "name"],
+                condition=Q(card__isnull=True),
+                name="port_unique_name_per_node",
                 violation_error_message=_("This node already has a port of this name."),
             ),
         ]
@@ -275,7 +323,7 @@ class Port(models.Model):
 
     def clean(self) -> None:
         super().clean()
-        if self.card_id is not None and self.node_id is not None and self.card.node_id != self.node_id:
+        if self.card is not None and self.node_id is not None and self.card.node_id != self.node_id:
             raise ValidationError({"card": _("The card is in another node than the port.")})
 
 
@@ -283,9 +331,15 @@ class Cable(ChangeLoggedModel):
     """A cable joining two ports (its two ends are CableTermination rows)."""
 
     kind = models.CharField(_("kind"), max_length=16, choices=CableKind.choices)
-    status = models.CharField(_("status"), max_length=16, choices=CableStatus.choices, default=CableStatus.CONNECTED)
+    status = models.CharField(
+        _("status"), max_length=16, choices=CableStatus.choices, default=CableStatus.CONNECTED
+    )
     length_m = models.DecimalField(
-        _("length (m)"), max_digits=6, decimal_places=2, null=True, blank=True,
+        _("length (m)"),
+        max_digits=6,
+        decimal_places=2,
+        null=True,
+        blank=True,
         validators=[MinValueValidator(Decimal("0"))],
     )
     label = models.CharField(_("label"), max_length=64, blank=True)
@@ -331,7 +385,8 @@ class CableTermination(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["cable", "end"], name="cabletermination_one_per_end"),
             models.UniqueConstraint(
-                fields=["cable", "card"], name="cable_not_same_card",
+                fields=["cable", "card"],
+                name="cable_not_same_card",
                 violation_error_message=_("A cable cannot join two ports of the same card."),
             ),
         ]

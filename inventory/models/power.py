@@ -19,7 +19,9 @@ class PowerFeed(ChangeLoggedModel):
 
     name = models.CharField(_("name"), max_length=64)
     site = models.ForeignKey(Site, on_delete=models.PROTECT, related_name="power_feeds")
-    rack = models.ForeignKey(Rack, null=True, blank=True, on_delete=models.SET_NULL, related_name="power_feeds")
+    rack = models.ForeignKey(
+        Rack, null=True, blank=True, on_delete=models.SET_NULL, related_name="power_feeds"
+    )
     voltage = models.PositiveIntegerField(_("voltage (V)"), default=230, validators=[MinValueValidator(1)])
     amperage = models.PositiveIntegerField(_("amperage (A)"), default=16, validators=[MinValueValidator(1)])
     phase = models.CharField(_("phase"), max_length=8, choices=Phase.choices, default=Phase.SINGLE)
@@ -30,7 +32,9 @@ class PowerFeed(ChangeLoggedModel):
 
     class Meta:
         ordering = ["site__name", "name"]
-        constraints = [models.UniqueConstraint(fields=["site", "name"], name="powerfeed_unique_name_per_site")]
+        constraints = [
+            models.UniqueConstraint(fields=["site", "name"], name="powerfeed_unique_name_per_site")
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -51,11 +55,15 @@ class PSU(ChangeLoggedModel):
     feed = models.ForeignKey(PowerFeed, null=True, blank=True, on_delete=models.SET_NULL, related_name="psus")
     capacity_w = models.PositiveIntegerField(_("capacity (W)"), validators=[MinValueValidator(1)])
     efficiency_pct = models.PositiveSmallIntegerField(
-        _("efficiency (%)"), default=90, validators=[MinValueValidator(50), MaxValueValidator(100)],
+        _("efficiency (%)"),
+        default=90,
+        validators=[MinValueValidator(50), MaxValueValidator(100)],
         help_text=_("Wall draw = DC load / efficiency."),
     )
     redundant = models.BooleanField(
-        _("redundant"), default=False, help_text=_("Part of an N+1 pair: the budget assumes its twin may fail.")
+        _("redundant"),
+        default=False,
+        help_text=_("Part of an N+1 pair: the budget assumes its twin may fail."),
     )
     model = models.CharField(_("model"), max_length=64, blank=True)
 
@@ -79,10 +87,17 @@ class PowerLead(ChangeLoggedModel):
     name = models.CharField(_("connector"), max_length=64)
     kind = models.CharField(_("kind"), max_length=16, choices=LeadKind.choices)
     rating_w = models.PositiveIntegerField(
-        _("rating (W)"), null=True, blank=True, help_text=_("Empty: the standard rating of the connector kind.")
+        _("rating (W)"),
+        null=True,
+        blank=True,
+        help_text=_("Empty: the standard rating of the connector kind."),
     )
-    card = models.ForeignKey(Card, null=True, blank=True, on_delete=models.SET_NULL, related_name="power_leads")
-    node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="power_leads")
+    card = models.ForeignKey(
+        Card, null=True, blank=True, on_delete=models.SET_NULL, related_name="power_leads"
+    )
+    node = models.ForeignKey(
+        Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="power_leads"
+    )
     wire_gauge_awg = models.PositiveSmallIntegerField(_("wire gauge (AWG)"), null=True, blank=True)
 
     class Meta:
@@ -107,5 +122,3 @@ class PowerLead(ChangeLoggedModel):
         super().clean()
         if self.rating_w is not None and self.rating_w <= 0:
             raise ValidationError({"rating_w": _("A rating must be positive.")})
-
-

@@ -33,18 +33,26 @@ class Cluster(ChangeLoggedModel):
     name = models.CharField(_("name"), max_length=64, unique=True, validators=[slug_validator])
     description = models.TextField(_("description"), blank=True)
     site = models.ForeignKey(Site, null=True, blank=True, on_delete=models.SET_NULL, related_name="clusters")
-    backend = models.CharField(_("backend"), max_length=16, choices=Backend.choices, default=Backend.SLURM_SSH)
+    backend = models.CharField(
+        _("backend"), max_length=16, choices=Backend.choices, default=Backend.SLURM_SSH
+    )
     ssh_host = models.CharField(_("login host"), max_length=255, blank=True)
     ssh_port = models.PositiveIntegerField(
         _("SSH port"), default=22, validators=[MinValueValidator(1), MaxValueValidator(65535)]
     )
     ssh_user = models.CharField(_("service account"), max_length=64, blank=True)
     ssh_host_key = models.TextField(
-        _("pinned host key"), blank=True, help_text=_("The login host's public key line, e.g. 'ssh-ed25519 AAAA…'.")
+        _("pinned host key"),
+        blank=True,
+        help_text=_("The login host's public key line, e.g. 'ssh-ed25519 AAAA…'."),
     )
     ssh_key_path = models.CharField(
-        _("private key path"), max_length=255, blank=True,
-        help_text=_("Path of the service account's private key on the workers; the key never enters the database."),
+        _("private key path"),
+        max_length=255,
+        blank=True,
+        help_text=_(
+            "Path of the service account's private key on the workers; the key never enters the database."
+        ),
     )
     slurm_conf = models.CharField(_("SLURM_CONF on the login host"), max_length=255, blank=True)
     # Sync status: a cluster that cannot be reached is shown stale, never silently fine.

@@ -27,5 +27,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, DjangoValidationError):
         return Response(validation_detail(exc), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, exceptions.ParseError):
-        return Response({"detail": f"Malformed request body: {exc.detail}"}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(
+            {"detail": f"Malformed request body: {exc.detail}"}, status=status.HTTP_400_BAD_REQUEST
+        )
     return drf_exception_handler(exc, context)

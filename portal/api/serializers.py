@@ -70,7 +70,11 @@ class PortalModelSerializer(serializers.ModelSerializer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         request = self.context.get("request")
-        wanted = request.query_params.get("fields") if request is not None and hasattr(request, "query_params") else None
+        wanted = (
+            request.query_params.get("fields")
+            if request is not None and hasattr(request, "query_params")
+            else None
+        )
         if wanted:
             keep = {f.strip() for f in wanted.split(",") if f.strip()} | {"id"}
             for name in list(self.fields):

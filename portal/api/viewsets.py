@@ -25,12 +25,16 @@ class PortalModelViewSet(viewsets.ModelViewSet):
     brief_queryset_only: bool = True
 
     @property
+    def model_class(self) -> type[models.Model]:
+        return super().get_queryset().model
+
+    @property
     def is_brief(self) -> bool:
         return self.request is not None and self.request.query_params.get("brief") in {"1", "true", "True"}
 
     def get_serializer_class(self) -> type[serializers.BaseSerializer]:
         if self.is_brief and self.request.method == "GET":
-            return brief_serializer_for(self.queryset.model)  # type: ignore[union-attr]
+            return brief_serializer_for(self.model_class)
         return super().get_serializer_class()
 
     def get_queryset(self) -> models.QuerySet[Any]:
@@ -42,9 +46,16 @@ class PortalModelViewSet(viewsets.ModelViewSet):
 
     # -- writes ---------------------------------------------------------------------------
     def build_instance(self, data: dict[str, Any], instance: models.Model | None = None) -> models.Model:
-        model = self.queryset.model  # type: ignore[union-attr]
-        m2m = {k: data.pop(k) for k in list(data) if isinstance(model._meta.get_field(k), models.ManyToManyField)} \
-            if data else {}
+        model = self.model_class
+        m2m = (
+            {
+                k: data.pop(k)
+                for k in list(data)
+                if isinstance(model._meta.get_field(k), models.ManyToManyField)
+            }
+            if data
+            else {}
+        )
         obj = instance if instance is not None else model()
         for key, value in data.items():
             setattr(obj, key, value)
@@ -53,7 +64,7 @@ class PortalModelViewSet(viewsets.ModelViewSet):
 
     def perform_write(self, instance: models.Model) -> models.Model:
         saved = instance_save(instance, user=self.request.user)
-        for key, value in getattr(instance, "_portal_m2m", {}).items():
+        for key, value in getattr(instance, "_portal_m2m", {}).items():  # noqa: B009
             getattr(saved, key).set(value)
         return saved
 

@@ -23,6 +23,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _
 from django.views import View
+from django_stubs_ext import StrOrPromise
 
 from portal.services import instance_delete, instance_save
 
@@ -47,7 +48,7 @@ def object_page_url(obj: models.Model) -> str | None:
 
 @dataclass
 class Column:
-    header: str
+    header: StrOrPromise
     accessor: str = ""
     render: Callable[[Any], Any] | None = None
     link: bool = False
@@ -73,6 +74,7 @@ class Column:
 
 class PortalPermissionMixin(LoginRequiredMixin, PermissionRequiredMixin):
     model: type[models.Model]
+    request: Any
     action = "view"
     raise_exception = False
 
@@ -80,7 +82,7 @@ class PortalPermissionMixin(LoginRequiredMixin, PermissionRequiredMixin):
         meta = self.model._meta
         return [f"{meta.app_label}.{self.action}_{meta.model_name}"]
 
-    def handle_no_permission(self) -> HttpResponse:
+    def handle_no_permission(self) -> Any:
         if self.request.user.is_authenticated:
             return render(self.request, "403.html", status=403)
         return super().handle_no_permission()
@@ -98,7 +100,7 @@ class ObjectListView(PortalPermissionMixin, View):
     def get_queryset(self) -> models.QuerySet[Any]:
         return type(self).queryset()
 
-    def get(self, request: HttpRequest) -> HttpResponse:
+    def get(self, request: Any) -> HttpResponse:
         qs = self.get_queryset()
         filterset = self.filterset_class(request.GET or None, queryset=qs) if self.filterset_class else None
         if filterset is not None:
@@ -115,7 +117,7 @@ class ObjectListView(PortalPermissionMixin, View):
         rows = [(obj, [c.cell(obj) for c in self.columns]) for obj in page.object_list]
         meta = self.model._meta
         context = {
-            "title": self.title or meta.verbose_name_plural.capitalize(),
+            "title": self.title or str(meta.verbose_name_plural).capitalize(),
             "columns": self.columns,
             "rows": rows,
             "page": page,
@@ -152,7 +154,7 @@ class ObjectDetailView(PortalPermissionMixin, View):
     def get_object(self, pk: int) -> Any:
         return get_object_or_404(type(self).queryset(), pk=pk)
 
-    def get(self, request: HttpRequest, pk: int) -> HttpResponse:
+    def get(self, request: Any, pk: int) -> HttpResponse:
         obj = self.get_object(pk)
         meta = self.model._meta
         user = request.user
@@ -161,9 +163,12 @@ class ObjectDetailView(PortalPermissionMixin, View):
             "title": str(obj),
             "verbose_name": meta.verbose_name,
             "properties": [(c.header, c.cell(obj)) for c in self.fields],
-            "edit_url": self._url("edit", obj) if user.has_perm(f"{meta.app_label}.change_{meta.model_name}") else None,
+            "edit_url": self._url("edit", obj)
+            if user.has_perm(f"{meta.app_label}.change_{meta.model_name}")
+            else None,
             "delete_url": self._url("delete", obj)
-            if user.has_perm(f"{meta.app_label}.delete_{meta.model_name}") else None,
+            if user.has_perm(f"{meta.app_label}.delete_{meta.model_name}")
+            else None,
             **self.extra_context(obj),
         }
         return render(request, self.template_name, context)
@@ -196,23 +201,30 @@ class ObjectEditView(PortalPermissionMixin, View):
     def save(self, form: forms.ModelForm[Any]) -> models.Model:
         return instance_save(form.instance, user=self.request.user)
 
-    def _render(self, request: HttpRequest, form: forms.ModelForm[Any], instance: models.Model,
-                status: int = 200) -> HttpResponse:
+    def _render(
+        self, request: Any, form: forms.ModelForm[Any], instance: models.Model, status: int = 200
+    ) -> HttpResponse:
         template = self.template_name
         if request.htmx and not request.htmx.boosted:
             template = f"{template}#form"
         return render(
-            request, template,
-            {"form": form, "object": instance, "title": str(instance) if instance.pk else
-             _("Add %(name)s") % {"name": self.model._meta.verbose_name}},
+            request,
+            template,
+            {
+                "form": form,
+                "object": instance,
+                "title": str(instance)
+                if instance.pk
+                else _("Add %(name)s") % {"name": self.model._meta.verbose_name},
+            },
             status=status,
         )
 
-    def get(self, request: HttpRequest, pk: int | None = None) -> HttpResponse:
+    def get(self, request: Any, pk: int | None = None) -> HttpResponse:
         instance = self.get_instance(pk)
         return self._render(request, self.form_class(instance=instance, initial=request.GET.dict()), instance)
 
-    def post(self, request: HttpRequest, pk: int | None = None) -> HttpResponse:
+    def post(self, request: Any, pk: int | None = None) -> HttpResponse:
         instance = self.get_instance(pk)
         form = self.form_class(request.POST, instance=instance)
         if form.is_valid():
@@ -244,17 +256,22 @@ class ObjectDeleteView(PortalPermissionMixin, View):
     template_name = "portal/object_delete.html"
     success_url = "/"
 
-    def get(self, request: HttpRequest, pk: int) -> HttpResponse:
+    def get(self, request: Any, pk: int) -> HttpResponse:
         obj = get_object_or_404(self.model, pk=pk)
-        return render(request, self.template_name, {"object": obj, "title": _("Delete %(obj)s") % {"obj": obj}})
+        return render(
+            request, self.template_name, {"object": obj, "title": _("Delete %(obj)s") % {"obj": obj}}
+        )
 
-    def post(self, request: HttpRequest, pk: int) -> HttpResponse:
+    def post(self, request: Any, pk: int) -> HttpResponse:
         obj = get_object_or_404(self.model, pk=pk)
         try:
             instance_delete(obj, user=request.user)
         except ValidationError as exc:
-            return render(request, self.template_name,
-                          {"object": obj, "title": _("Delete %(obj)s") % {"obj": obj}, "errors": exc.messages},
-                          status=400)
+            return render(
+                request,
+                self.template_name,
+                {"object": obj, "title": _("Delete %(obj)s") % {"obj": obj}, "errors": exc.messages},
+                status=400,
+            )
         messages.success(request, _("Deleted %(obj)s.") % {"obj": obj})
         return HttpResponseRedirect(self.success_url)

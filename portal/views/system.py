@@ -34,14 +34,19 @@ def readyz(request: HttpRequest) -> HttpResponse:
         checks["database"] = "ok"
     except Exception as exc:  # noqa: BLE001 - report whatever broke
         checks["database"] = f"error: {exc}"
-    if settings.CHANNEL_LAYERS["default"]["BACKEND"].startswith("channels_redis") or not settings.CELERY_TASK_ALWAYS_EAGER:
+    if (
+        str(settings.CHANNEL_LAYERS["default"]["BACKEND"]).startswith("channels_redis")
+        or not settings.CELERY_TASK_ALWAYS_EAGER
+    ):
         try:
             redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2).ping()
             checks["redis"] = "ok"
         except Exception as exc:  # noqa: BLE001
             checks["redis"] = f"error: {exc}"
     ok = all(v == "ok" for v in checks.values())
-    return JsonResponse({"status": "ok" if ok else "unavailable", "checks": checks}, status=200 if ok else 503)
+    return JsonResponse(
+        {"status": "ok" if ok else "unavailable", "checks": checks}, status=200 if ok else 503
+    )
 
 
 def _client_ip(request: HttpRequest) -> str:
@@ -66,7 +71,7 @@ class RateLimitedLoginView(auth_views.LoginView):
             return self.render_to_response(self.get_context_data(form=form), status=429)
         return super().post(request, *args, **kwargs)
 
-    def form_invalid(self, form: forms.Form) -> HttpResponse:
+    def form_invalid(self, form: Any) -> HttpResponse:
         window = getattr(settings, "PORTAL_LOGIN_WINDOW_S", 300)
         for key in self._keys():
             cache.add(key, 0, window)
@@ -83,12 +88,14 @@ class TokenForm(forms.Form):
 
 
 @login_required
-def token_list(request: HttpRequest) -> HttpResponse:
+def token_list(request: Any) -> HttpResponse:
     new_key = None
     form = TokenForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         _token, new_key = api_token_create(
-            user=request.user, name=form.cleaned_data["name"], write_enabled=form.cleaned_data["write_enabled"]
+            user=request.user,
+            name=form.cleaned_data["name"],
+            write_enabled=form.cleaned_data["write_enabled"],
         )
         form = TokenForm()
     tokens = APIToken.objects.filter(user=request.user)
@@ -97,7 +104,7 @@ def token_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:
+def token_revoke(request: Any, pk: int) -> HttpResponse:
     token = get_object_or_404(APIToken, pk=pk, user=request.user)
     api_token_revoke(token=token, user=request.user)
     messages.success(request, _("Token revoked."))

@@ -46,20 +46,27 @@ class Builder:
         return Rack.objects.create(**{"name": f"rack-{n()}", "u_height": 42, **kw})
 
     def chassis(self, **kw: Any) -> ChassisModel:
-        return ChassisModel.objects.create(**{"manufacturer": "Dell", "name": f"R{n()}", "base_power_w": 300, **kw})
+        return ChassisModel.objects.create(
+            **{"manufacturer": "Dell", "name": f"R{n()}", "base_power_w": 300, **kw}
+        )
 
     def node(self, **kw: Any) -> Node:
         return Node.objects.create(**{"hostname": f"node{n()}", **kw})
 
     def card_model(self, ports: int = 4, **kw: Any) -> CardModel:
-        model = CardModel.objects.create(**{"vendor": "Tenstorrent", "name": f"p150a-{n()}", "tdp_w": 300, **kw})
+        model = CardModel.objects.create(
+            **{"vendor": "Tenstorrent", "name": f"p150a-{n()}", "tdp_w": 300, **kw}
+        )
         for i in range(1, ports + 1):
-            PortTemplate.objects.create(card_model=model, name=f"QSFP{i}", kind=PortKind.QSFP_DD, speed_gbps=800)
+            PortTemplate.objects.create(
+                card_model=model, name=f"QSFP{i}", kind=PortKind.QSFP_DD, speed_gbps=800
+            )
         return model
 
     def card(self, node: Node | None = None, card_model: CardModel | None = None, **kw: Any) -> Card:
-        card = Card(node=node or self.node(), card_model=card_model or self.card_model(),
-                    **{"slot": str(n()), **kw})
+        card = Card(
+            node=node or self.node(), card_model=card_model or self.card_model(), **{"slot": str(n()), **kw}
+        )
         return card_save(card, user=None)
 
     def port(self, **kw: Any) -> Port:
@@ -67,8 +74,9 @@ class Builder:
         return Port.objects.create(**{"name": f"eth{n()}", "kind": PortKind.ETHERNET, "speed_gbps": 10, **kw})
 
     def cable(self, a: Port | None = None, b: Port | None = None, **kw: Any) -> Any:
-        return cable_connect(a_port=a or self.port(), b_port=b or self.port(), user=None,
-                             **{"kind": CableKind.DAC, **kw})
+        return cable_connect(
+            a_port=a or self.port(), b_port=b or self.port(), user=None, **{"kind": CableKind.DAC, **kw}
+        )
 
     def feed(self, **kw: Any) -> PowerFeed:
         kw.setdefault("site", self.site())

@@ -25,27 +25,72 @@ class Case:
 
 CASES = [
     Case("sites", lambda b: b.site(), lambda b: {"name": "Hall C"}, {"description": "cold aisle"}),
-    Case("clusters", lambda b: b.cluster(), lambda b: {"name": "pod-9", "backend": "simulator"},
-         {"ssh_host": "login.example"}),
-    Case("racks", lambda b: b.rack(), lambda b: {"name": "R1", "site": b.site().pk, "u_height": 42},
-         {"u_height": 48}),
-    Case("chassis-models", lambda b: b.chassis(), lambda b: {"manufacturer": "Bitmain", "name": "S19",
-                                                             "airflow": "limited"}, {"base_power_w": 80}),
-    Case("nodes", lambda b: b.node(), lambda b: {"hostname": "gpu42", "role": "compute",
-                                                 "cluster": b.cluster().pk}, {"status": "maintenance"}),
-    Case("card-models", lambda b: b.card_model(), lambda b: {"vendor": "NVIDIA", "name": "H200", "tdp_w": 700,
-                                                             "memory_gb": 141}, {"tdp_w": 600}),
-    Case("cards", lambda b: b.card(), lambda b: {"node": b.node().pk, "card_model": b.card_model().pk,
-                                                 "slot": "0", "pci_bus_id": "0000:3b:00.0"}, {"serial": "SN1"}),
-    Case("ports", lambda b: b.port(), lambda b: {"node": b.node().pk, "name": "ib0", "kind": "infiniband",
-                                                 "speed_gbps": 400}, {"speed_gbps": 200}),
-    Case("cables", lambda b: b.cable(), lambda b: {"a_port": b.port().pk, "b_port": b.port().pk, "kind": "aoc"},
-         {"status": "faulty"}),
-    Case("power-feeds", lambda b: b.feed(), lambda b: {"name": "F1", "site": b.site().pk, "voltage": 230,
-                                                       "amperage": 16}, {"amperage": 32}),
+    Case(
+        "clusters",
+        lambda b: b.cluster(),
+        lambda b: {"name": "pod-9", "backend": "simulator"},
+        {"ssh_host": "login.example"},
+    ),
+    Case(
+        "racks",
+        lambda b: b.rack(),
+        lambda b: {"name": "R1", "site": b.site().pk, "u_height": 42},
+        {"u_height": 48},
+    ),
+    Case(
+        "chassis-models",
+        lambda b: b.chassis(),
+        lambda b: {"manufacturer": "Bitmain", "name": "S19", "airflow": "limited"},
+        {"base_power_w": 80},
+    ),
+    Case(
+        "nodes",
+        lambda b: b.node(),
+        lambda b: {"hostname": "gpu42", "role": "compute", "cluster": b.cluster().pk},
+        {"status": "maintenance"},
+    ),
+    Case(
+        "card-models",
+        lambda b: b.card_model(),
+        lambda b: {"vendor": "NVIDIA", "name": "H200", "tdp_w": 700, "memory_gb": 141},
+        {"tdp_w": 600},
+    ),
+    Case(
+        "cards",
+        lambda b: b.card(),
+        lambda b: {
+            "node": b.node().pk,
+            "card_model": b.card_model().pk,
+            "slot": "0",
+            "pci_bus_id": "0000:3b:00.0",
+        },
+        {"serial": "SN1"},
+    ),
+    Case(
+        "ports",
+        lambda b: b.port(),
+        lambda b: {"node": b.node().pk, "name": "ib0", "kind": "infiniband", "speed_gbps": 400},
+        {"speed_gbps": 200},
+    ),
+    Case(
+        "cables",
+        lambda b: b.cable(),
+        lambda b: {"a_port": b.port().pk, "b_port": b.port().pk, "kind": "aoc"},
+        {"status": "faulty"},
+    ),
+    Case(
+        "power-feeds",
+        lambda b: b.feed(),
+        lambda b: {"name": "F1", "site": b.site().pk, "voltage": 230, "amperage": 16},
+        {"amperage": 32},
+    ),
     Case("psus", lambda b: b.psu(), lambda b: {"name": "PSU9", "capacity_w": 1600}, {"capacity_w": 2000}),
-    Case("power-leads", lambda b: b.lead(), lambda b: {"psu": b.psu().pk, "name": "8pin-1", "kind": "pcie-8pin"},
-         {"rating_w": 120}),
+    Case(
+        "power-leads",
+        lambda b: b.lead(),
+        lambda b: {"psu": b.psu().pk, "name": "8pin-1", "kind": "pcie-8pin"},
+        {"rating_w": 120},
+    ),
 ]
 IDS = [c.endpoint for c in CASES]
 
@@ -95,7 +140,9 @@ def test_anonymous_is_refused(case: Case, anon_api: Any, build: Any) -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_read_only_user_reads_but_cannot_write(case: Case, api_as: Any, readonly_user: Any, build: Any) -> None:
+def test_read_only_user_reads_but_cannot_write(
+    case: Case, api_as: Any, readonly_user: Any, build: Any
+) -> None:
     obj = case.make(build)
     client = api_as(readonly_user)
     model = type(obj)
@@ -104,7 +151,9 @@ def test_read_only_user_reads_but_cannot_write(case: Case, api_as: Any, readonly
     assert client.post(url(case), case.payload(build), format="json").status_code == 403
     assert client.patch(url(case, obj.pk), case.patch, format="json").status_code == 403
     assert client.delete(url(case, obj.pk)).status_code == 403
-    assert model.objects.count() == before + (0 if case.endpoint in {"sites"} else model.objects.count() - before)
+    assert model.objects.count() == before + (
+        0 if case.endpoint in {"sites"} else model.objects.count() - before
+    )
     assert model.objects.filter(pk=obj.pk).exists()
     assert not AuditEntry.objects.filter(object_id=str(obj.pk), action__in=["update", "delete"]).exists()
 
@@ -138,7 +187,11 @@ def test_list_query_count_does_not_grow_with_rows(case: Case, api: Any, build: A
 def test_fields_selects_fields(api: Any, build: Any) -> None:
     build.node(hostname="gpu07")
     res = api.get("/api/inventory/nodes/?fields=hostname,role")
-    assert res.json()["results"][0] == {"id": res.json()["results"][0]["id"], "hostname": "gpu07", "role": "compute"}
+    assert res.json()["results"][0] == {
+        "id": res.json()["results"][0]["id"],
+        "hostname": "gpu07",
+        "role": "compute",
+    }
 
 
 def test_pagination_default_and_maximum(api: Any, build: Any) -> None:
