@@ -59,8 +59,9 @@ def _num(v: object) -> float:
     raise ValueError(f"unexpected {type(v).__name__}")
 
 
-def extract_json_object(text: str) -> dict[str, Any]:
-    """The first ``{`` that starts a JSON object, ignoring ANSI colour and progress lines."""
+def extract_json_object(text: str, want: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The first ``{`` that starts a JSON object (having one of the ``want`` keys, if given),
+    ignoring ANSI colour and progress lines before it."""
     clean = _ANSI_RE.sub("", text)
     decoder = json.JSONDecoder()
     first_error: ParseError | None = None
@@ -72,7 +73,8 @@ def extract_json_object(text: str) -> dict[str, Any]:
             if first_error is None:
                 first_error = ParseError(f"invalid JSON: {exc.msg}", line_of(clean, exc.pos))
         else:
-            if isinstance(obj, dict):
+            # a nested object of a truncated document parses too: only take a snapshot-shaped one
+            if isinstance(obj, dict) and (not want or any(k in obj for k in want)):
                 return obj
         pos = clean.find("{", pos + 1)
     if first_error is not None:
@@ -118,7 +120,7 @@ def parse_tt_smi_snapshot(
     as the collector knows it) decides, else a value > 100 is RPM (ASSUMPTION: RPM readings
     of 100 or less, i.e. a stopped fan, read as percent - harmless for 0).
     """
-    doc = extract_json_object(text)
+    doc = extract_json_object(text, ("device_info", "host_info", "time"))
     devices = doc.get("device_info")
     if not isinstance(devices, list):
         raise ParseError("tt-smi snapshot without a device_info list", 1)

@@ -22,17 +22,40 @@ def test_argv_default_fields():
     assert argv[0] == "nvidia-smi"
     assert argv[1] == "--query-gpu=" + ",".join(DEFAULT_QUERY_FIELDS)
     assert argv[2] == "--format=csv,noheader,nounits"
-    assert nvidia_smi_argv(["index"], units=True) == ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"]
-    for f in ("index", "uuid", "pci.bus_id", "name", "temperature.gpu", "temperature.memory", "power.draw",
-              "power.limit", "utilization.gpu", "utilization.memory", "memory.total", "memory.used", "clocks.sm",
-              "clocks.mem", "pcie.link.gen.current", "pcie.link.width.current", "fan.speed",
-              "ecc.errors.corrected.volatile.total", "ecc.errors.uncorrected.volatile.total"):
+    assert nvidia_smi_argv(["index"], units=True) == [
+        "nvidia-smi",
+        "--query-gpu=index",
+        "--format=csv,noheader",
+    ]
+    for f in (
+        "index",
+        "uuid",
+        "pci.bus_id",
+        "name",
+        "temperature.gpu",
+        "temperature.memory",
+        "power.draw",
+        "power.limit",
+        "utilization.gpu",
+        "utilization.memory",
+        "memory.total",
+        "memory.used",
+        "clocks.sm",
+        "clocks.mem",
+        "pcie.link.gen.current",
+        "pcie.link.width.current",
+        "fan.speed",
+        "ecc.errors.corrected.volatile.total",
+        "ecc.errors.uncorrected.volatile.total",
+    ):
         assert f in DEFAULT_QUERY_FIELDS
     assert "clocks_throttle_reasons.active" in DEFAULT_QUERY_FIELDS
 
 
 def test_h100_8gpu_nounits():
-    r = parse_nvidia_smi_csv(read_fixture("nvidia_smi_h100_8gpu_nounits.csv"), DEFAULT_QUERY_FIELDS, node="gpu07", ts=TS)
+    r = parse_nvidia_smi_csv(
+        read_fixture("nvidia_smi_h100_8gpu_nounits.csv"), DEFAULT_QUERY_FIELDS, node="gpu07", ts=TS
+    )
     assert r.problems == []
     assert len(r.cards) == 8
     assert [c.index for c in r.cards] == list(range(8))
@@ -69,8 +92,18 @@ def test_h100_8gpu_nounits():
 
 
 def test_units_and_header_line():
-    fields = ["index", "name", "pci.bus_id", "temperature.gpu", "power.draw", "memory.used", "memory.total",
-              "utilization.gpu", "clocks.sm", "fan.speed"]
+    fields = [
+        "index",
+        "name",
+        "pci.bus_id",
+        "temperature.gpu",
+        "power.draw",
+        "memory.used",
+        "memory.total",
+        "utilization.gpu",
+        "clocks.sm",
+        "fan.speed",
+    ]
     r = parse_nvidia_smi_csv(read_fixture("nvidia_smi_units_header.csv"), fields)
     assert r.problems == []
     assert [c.card for c in r.cards] == ["0000:01:00.0", "0000:21:00.0"]
@@ -91,8 +124,14 @@ def test_header_equal_to_field_names_is_skipped():
 
 
 def test_new_header_names_for_old_fields_map_by_position():
-    fields = ["index", "uuid", "clocks_throttle_reasons.active", "pcie.link.gen.current", "power.draw",
-              "power.draw.instant"]
+    fields = [
+        "index",
+        "uuid",
+        "clocks_throttle_reasons.active",
+        "pcie.link.gen.current",
+        "power.draw",
+        "power.draw.instant",
+    ]
     r = parse_nvidia_smi_csv(read_fixture("nvidia_smi_new_header_quirk.csv"), fields)
     assert r.problems == []
     assert r.value("throttle_reasons", H100_0) == 0x44.__float__()
@@ -257,7 +296,9 @@ def test_xml_570_average_and_instant_power():
 
 
 def test_xml_bad_value_is_problem():
-    text = read_fixture("nvidia_smi_q_x_570.xml").replace("<gpu_temp>58 C</gpu_temp>", "<gpu_temp>warm</gpu_temp>")
+    text = read_fixture("nvidia_smi_q_x_570.xml").replace(
+        "<gpu_temp>58 C</gpu_temp>", "<gpu_temp>warm</gpu_temp>"
+    )
     r = parse_nvidia_smi_xml(text)
     assert [(p.field, p.raw) for p in r.problems] == [("gpu[0]/temperature/gpu_temp", "warm")]
     assert r.value("temperature_c", H100_0) is None
@@ -288,7 +329,9 @@ def test_xml_internal_doctype_and_entities_refused():
         parse_nvidia_smi_xml(bomb)
     assert exc.value.line == 3
     with pytest.raises(ParseError) as exc:
-        parse_nvidia_smi_xml('<!DOCTYPE nvidia_smi_log [ ]>\n<nvidia_smi_log/>')
+        parse_nvidia_smi_xml("<!DOCTYPE nvidia_smi_log [ ]>\n<nvidia_smi_log/>")
     assert exc.value.line == 1
     with pytest.raises(ParseError):
-        parse_nvidia_smi_xml('<!DOCTYPE nvidia_smi_log SYSTEM "file:///etc/passwd" [<!ELEMENT a ANY>]><nvidia_smi_log/>')
+        parse_nvidia_smi_xml(
+            '<!DOCTYPE nvidia_smi_log SYSTEM "file:///etc/passwd" [<!ELEMENT a ANY>]><nvidia_smi_log/>'
+        )

@@ -1,3 +1,4 @@
+import contextlib
 import math
 from datetime import UTC, datetime
 
@@ -5,7 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from monitoring.parsers import METRICS, ParseError, parse, parse_dcgm_exporter, parse_prometheus_text, xid_events
+from monitoring.parsers import (
+    METRICS,
+    ParseError,
+    parse,
+    parse_dcgm_exporter,
+    parse_prometheus_text,
+    xid_events,
+)
 from monitoring.parsers.prometheus import escape_label_value, format_sample, last_xids
 from tests.parsers.conftest import read_fixture
 
@@ -31,7 +39,9 @@ def test_text_format_families_types_and_help():
 
 
 def test_text_format_tricky_lines():
-    samples = _by_name(parse_prometheus_text(read_fixture("dcgm_exporter_2gpu.prom")), "rackpilot_test_escapes")
+    samples = _by_name(
+        parse_prometheus_text(read_fixture("dcgm_exporter_2gpu.prom")), "rackpilot_test_escapes"
+    )
     first = samples[0]
     assert first.labels == {"path": "C:\\dcgm\\x", "quote": 'say "hi"', "multi": "a\nb", "tricky": "a,b}c=d"}
     assert first.value == 1500.0
@@ -65,7 +75,7 @@ def test_suffix_without_histogram_type_is_its_own_family():
 
 
 def test_blank_lines_comments_and_crlf():
-    text = "\n# just a comment\n#\n  \r\nfoo{a=\"1\"} 2\r\n# HELP\n"
+    text = '\n# just a comment\n#\n  \r\nfoo{a="1"} 2\r\n# HELP\n'
     (s,) = parse_prometheus_text(text)
     assert (s.name, s.labels, s.value) == ("foo", {"a": "1"}, 2.0)
 
@@ -73,20 +83,20 @@ def test_blank_lines_comments_and_crlf():
 @pytest.mark.parametrize(
     ("text", "line"),
     [
-        ("ok 1\nfoo{a=\"1\" 2\n", 2),  # missing '}'
-        ("foo{a=\"x\\q\"} 1\n", 1),  # invalid escape
+        ('ok 1\nfoo{a="1" 2\n', 2),  # missing '}'
+        ('foo{a="x\\q"} 1\n', 1),  # invalid escape
         ("foo 1 2 3\n", 1),
         ("foo abc\n", 1),
         ("foo\n", 1),
         ("# TYPE foo gauge\n# TYPE foo counter\n", 2),
         ("# TYPE foo bogus\n", 1),
         ("foo 1\n# TYPE foo gauge\n", 2),
-        ("foo{a=\"1\",a=\"2\"} 1\n", 1),
-        ("foo{1a=\"1\"} 1\n", 1),
+        ('foo{a="1",a="2"} 1\n', 1),
+        ('foo{1a="1"} 1\n', 1),
         ("9foo 1\n", 1),
         ("foo 1_000\n", 1),
         ("foo 1 1.5\n", 1),
-        ("\n\nfoo{a=\"unterminated} 1\n", 3),
+        ('\n\nfoo{a="unterminated} 1\n', 3),
     ],
 )
 def test_syntax_errors_name_the_line(text, line):
@@ -99,28 +109,54 @@ def test_syntax_errors_name_the_line(text, line):
 @settings(max_examples=300, deadline=None)
 @given(st.text())
 def test_arbitrary_text_only_raises_parse_error(text):
-    try:
+    with contextlib.suppress(ParseError):
         parse_prometheus_text(text)
-    except ParseError:
-        pass
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(["foo", "{", "}", "=", '"', "\\", ",", " ", "\n", "1", "NaN", "# TYPE ", "# HELP ",
-                                 "gauge", "a", "le", "_bucket", "+Inf", "\t", "e5"]), max_size=40))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "foo",
+                "{",
+                "}",
+                "=",
+                '"',
+                "\\",
+                ",",
+                " ",
+                "\n",
+                "1",
+                "NaN",
+                "# TYPE ",
+                "# HELP ",
+                "gauge",
+                "a",
+                "le",
+                "_bucket",
+                "+Inf",
+                "\t",
+                "e5",
+            ]
+        ),
+        max_size=40,
+    )
+)
 def test_token_soup_only_raises_parse_error(tokens):
-    try:
+    with contextlib.suppress(ParseError):
         parse_prometheus_text("".join(tokens))
-    except ParseError:
-        pass
 
 
 label_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.dictionaries(st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,10}", fullmatch=True), label_text, max_size=5),
-       st.floats(allow_nan=False), st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)))
+@given(
+    st.dictionaries(st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,10}", fullmatch=True), label_text, max_size=5),
+    st.floats(allow_nan=False),
+    st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)),
+)
 def test_label_escape_round_trip(labels, value, ts):
     (s,) = parse_prometheus_text(format_sample("metric_x", labels, value, ts) + "\n")
     assert s.labels == labels
@@ -164,7 +200,12 @@ def test_dcgm_exporter_mapping():
     assert xid.label("err_code") == "79"
     a, b = r.cards
     assert (a.card, a.bus_id, a.index, a.name, a.driver_version) == (
-        G0, "0000:18:00.0", 0, "NVIDIA H100 80GB HBM3", "570.124.06")
+        G0,
+        "0000:18:00.0",
+        0,
+        "NVIDIA H100 80GB HBM3",
+        "570.124.06",
+    )
     assert b.bus_id == "0000:2a:00.0"
 
 
@@ -185,7 +226,9 @@ def test_dcgm_timestamps_nan_and_pci_fallback():
     )
     r = parse_dcgm_exporter(text, ts=ts)
     assert [(s.metric, s.card) for s in r.samples] == [
-        ("temperature_c", "0000:3b:00.0"), ("utilization_pct", "0000:3b:00.0")]
+        ("temperature_c", "0000:3b:00.0"),
+        ("utilization_pct", "0000:3b:00.0"),
+    ]
     assert r.samples[0].ts == datetime(2024, 6, 1, 10, 0, tzinfo=UTC)
     assert r.samples[1].ts == ts
 
