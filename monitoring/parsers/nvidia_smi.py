@@ -512,6 +512,14 @@ def _parse_xml_gpu(
     pstate = _text(gpu, "performance_state")
     if pstate and re.fullmatch(r"P[0-9]{1,2}", pstate):
         add("pstate", float(pstate[1:]))
+    reset = _text(gpu, "gpu_reset_status/reset_required")
+    if reset and not is_missing(reset):
+        try:
+            add("reset_required", _yes_no(reset))
+        except ValueError as exc:
+            result.problems.append(
+                ParseProblem(None, f"gpu[{index}]/gpu_reset_status/reset_required", reset, str(exc))
+            )
     _xml_ecc(gpu, number, add)
     _xml_throttle(result, gpu, index, add)
     result.cards.append(

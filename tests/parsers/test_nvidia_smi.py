@@ -293,6 +293,7 @@ def test_xml_570_average_and_instant_power():
     assert r.value("ecc_uncorrected_total", u, scope="volatile") == 0.0
     assert r.value("throttle_reasons", u) == 0.0
     assert r.cards[0].cuda_version == "12.8"
+    assert r.value("reset_required", u) == 0.0
 
 
 def test_xml_bad_value_is_problem():
