@@ -25,15 +25,23 @@ from inventory.models import (
 
 
 def site_list() -> QuerySet[Site]:
-    return Site.objects.annotate(rack_count=Count("racks", distinct=True))
+    return Site.objects.annotate(rack_count=Count("racks", distinct=True)).order_by("name")
 
 
 def cluster_list() -> QuerySet[Cluster]:
-    return Cluster.objects.select_related("site").annotate(node_count=Count("nodes", distinct=True))
+    return (
+        Cluster.objects.select_related("site")
+        .annotate(node_count=Count("nodes", distinct=True))
+        .order_by("name")
+    )
 
 
 def rack_list() -> QuerySet[Rack]:
-    return Rack.objects.select_related("site").annotate(node_count=Count("nodes", distinct=True))
+    return (
+        Rack.objects.select_related("site")
+        .annotate(node_count=Count("nodes", distinct=True))
+        .order_by("site__name", "name")
+    )
 
 
 def chassis_model_list() -> QuerySet[ChassisModel]:
@@ -41,7 +49,11 @@ def chassis_model_list() -> QuerySet[ChassisModel]:
 
 
 def node_list() -> QuerySet[Node]:
-    return Node.objects.select_related("cluster", "rack", "chassis").annotate(card_count=Count("cards"))
+    return (
+        Node.objects.select_related("cluster", "rack", "chassis")
+        .annotate(card_count=Count("cards"))
+        .order_by("hostname")
+    )
 
 
 def node_get(pk: int) -> Node:
@@ -49,7 +61,11 @@ def node_get(pk: int) -> Node:
 
 
 def card_model_list() -> QuerySet[CardModel]:
-    return CardModel.objects.prefetch_related("port_templates").annotate(card_count=Count("cards"))
+    return (
+        CardModel.objects.prefetch_related("port_templates")
+        .annotate(card_count=Count("cards"))
+        .order_by("vendor", "name")
+    )
 
 
 def port_template_list() -> QuerySet[PortTemplate]:
