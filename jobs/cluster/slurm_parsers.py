@@ -761,9 +761,10 @@ def parse_sbatch_error(stderr: str) -> str:
         m = re.search(r"Batch job submission failed:\s*(.*)$", ln)
         if m:
             return m.group(1).strip()
+    # other errors span several "sbatch: error:" lines: join them into one message
     errors = [re.sub(r"^sbatch:\s*error:\s*", "", ln) for ln in lines if "error:" in ln]
     if errors:
-        return errors[-1]
+        return " ".join(errors)
     return lines[-1] if lines else "sbatch failed without a message"
 
 
