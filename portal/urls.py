@@ -10,19 +10,27 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
+from portal.api import audit as audit_api
 from portal.views import system
+from portal.views.audit import AuditListView
 from portal.views.home import home
 
 
 @api_view(["GET"])
 @permission_classes([IsAuthenticated])
 def api_root(request: Request) -> Response:
-    return Response({"inventory": reverse("api:inventory:api-root", request=request)})
+    return Response(
+        {
+            "inventory": reverse("api:inventory:api-root", request=request),
+            "audit": reverse("api:portal:auditentry-list", request=request),
+        }
+    )
 
 
 api_patterns: list[Any] = [
     path("", api_root, name="root"),
     path("inventory/", include("inventory.api.urls")),
+    path("", include((audit_api.urlpatterns, "portal"))),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
 ]
@@ -43,4 +51,6 @@ urlpatterns = [
     path("api/", include((api_patterns, "api"))),
     path("account/", include((portal_patterns, "portal"))),
     path("inventory/", include("inventory.urls")),
+    path("jobs/", include("jobs.urls")),
+    path("audit/", AuditListView.as_view(), name="audit_list"),
 ]
