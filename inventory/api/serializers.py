@@ -19,7 +19,7 @@ from inventory.models import (
     Rack,
     Site,
 )
-from portal.api.serializers import BriefRelatedField, PortalModelSerializer, brief
+from portal.api.serializers import BriefRelatedField, PortalModelSerializer, brief, object_url_for
 
 BASE = ["id", "url", "display"]
 STAMPS = ["created", "last_updated"]
@@ -196,7 +196,24 @@ class PortSerializer(PortalModelSerializer):
 
 
 class CableEndField(BriefRelatedField):
+    """A cable end: `{id, url, display, node, card}`; lists read it from `cable_ends` (one flat query)."""
+
+    def get_attribute(self, instance: Any) -> Any:
+        ends = self.context.get("cable_ends")
+        if ends is not None:
+            return ends.get(instance.pk, {}).get(self.field_name[0])
+        return super().get_attribute(instance)
+
     def to_representation(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            url = object_url_for(Port, value["id"], self.context.get("request"))
+            return {
+                "id": value["id"],
+                "url": url,
+                "display": value["name"],
+                "node": value["node"],
+                "card": value["card"],
+            }
         data = brief(value, self.context.get("request"))
         if data is not None:
             data["node"] = value.node.hostname

@@ -4,6 +4,8 @@ from typing import Any
 
 from django.db import models
 from rest_framework import serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
 
 from inventory import filters, selectors
 from inventory.api import serializers as s
@@ -83,6 +85,19 @@ class CableViewSet(PortalModelViewSet):
     serializer_class = s.CableSerializer
     filterset_class = filters.CableFilterSet
     ordering_fields = ["id", "label", "kind", "status", "length_m"]
+
+    def get_queryset(self) -> models.QuerySet[Any]:
+        if self.action == "list":
+            return Cable.objects.all()  # the ends come from selectors.cable_ends, below
+        return super().get_queryset()
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        if self.is_brief:
+            return super().list(request, *args, **kwargs)
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        assert page is not None
+        context = {**self.get_serializer_context(), "cable_ends": selectors.cable_ends([c.pk for c in page])}
+        return self.get_paginated_response(self.get_serializer(page, many=True, context=context).data)
 
     def perform_create(self, serializer: serializers.BaseSerializer) -> None:
         data: dict[str, Any] = dict(serializer.validated_data)

@@ -26,10 +26,14 @@ def api_view_name(model: type[models.Model]) -> str:
 
 
 def object_url(obj: models.Model, request: Any = None) -> str | None:
-    template = _detail_url_template(api_view_name(type(obj)))
+    return object_url_for(type(obj), obj.pk, request)
+
+
+def object_url_for(model: type[models.Model], pk: Any, request: Any = None) -> str | None:
+    template = _detail_url_template(api_view_name(model))
     if template is None:
         return None
-    path = template.format(pk=obj.pk)
+    path = template.format(pk=pk)
     if request is not None:
         base = getattr(request, "_portal_base_url", None)
         if base is None:
