@@ -23,7 +23,18 @@ def load() -> None:
     from django.db import transaction
 
     from inventory.choices import CableKind, PortKind
-    from inventory.models import Cable, CableTermination, Card, CardModel, Cluster, Node, Port, PortTemplate, Rack, Site
+    from inventory.models import (
+        Cable,
+        CableTermination,
+        Card,
+        CardModel,
+        Cluster,
+        Node,
+        Port,
+        PortTemplate,
+        Rack,
+        Site,
+    )
 
     if Node.objects.count() >= NODES:
         return
