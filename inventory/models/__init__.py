@@ -8,7 +8,9 @@ from inventory.models.devices import (
     Port,
     PortTemplate,
 )
+from inventory.models.fabrics import Fabric, FabricMember, FabricTemplate, MemberRole
 from inventory.models.power import PSU, PowerFeed, PowerLead
+from inventory.models.readiness import ReadinessCheck, ReadinessKey, ReadinessStatus
 from inventory.models.sites import Cluster, Rack, Site
 
 __all__ = [
@@ -19,11 +21,18 @@ __all__ = [
     "CardModel",
     "ChassisModel",
     "Cluster",
+    "Fabric",
+    "FabricMember",
+    "FabricTemplate",
+    "MemberRole",
     "Node",
     "Port",
     "PortTemplate",
     "PowerFeed",
     "PowerLead",
     "Rack",
+    "ReadinessCheck",
+    "ReadinessKey",
+    "ReadinessStatus",
     "Site",
 ]
