@@ -22,6 +22,7 @@ def api_root(request: Request) -> Response:
     return Response(
         {
             "inventory": reverse("api:inventory:api-root", request=request),
+            "jobs": reverse("api:jobs:api-root", request=request),
             "audit": reverse("api:portal:auditentry-list", request=request),
         }
     )
@@ -30,6 +31,7 @@ def api_root(request: Request) -> Response:
 api_patterns: list[Any] = [
     path("", api_root, name="root"),
     path("inventory/", include("inventory.api.urls")),
+    path("jobs/", include("jobs.api.urls")),
     path("", include((audit_api.urlpatterns, "portal"))),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),

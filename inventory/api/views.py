@@ -11,6 +11,7 @@ from inventory import filters, selectors
 from inventory.api import serializers as s
 from inventory.models import Cable, Card
 from inventory.services import cable_connect, cable_update, card_save
+from jobs.api.views import NodeActionsMixin
 from portal.api.viewsets import PortalModelViewSet
 
 
@@ -42,7 +43,7 @@ class ChassisModelViewSet(PortalModelViewSet):
     ordering_fields = ["manufacturer", "name"]
 
 
-class NodeViewSet(PortalModelViewSet):
+class NodeViewSet(NodeActionsMixin, PortalModelViewSet):
     queryset = selectors.node_list()
     serializer_class = s.NodeSerializer
     filterset_class = filters.NodeFilterSet

@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils.translation import gettext_lazy as _
+from rest_framework import serializers
+
+from inventory.models import Cluster, Node
+from jobs import selectors
+from jobs.models import (
+    Action,
+    ActionKind,
+    ClusterAccount,
+    Job,
+    JobTemplate,
+    JobTransition,
+    NodeState,
+    Partition,
+)
+from portal.api.serializers import BriefRelatedField, PortalModelSerializer
+
+BASE = ["id", "url", "display"]
+
+
+class ActionSerializer(PortalModelSerializer):
+    class Meta:
+        model = Action
+        fields = [*BASE, "kind", "cluster", "node", "job", "params", "status", "attempts", "output", "error",
+                  "requested_by", "created", "started", "finished"]  # fmt: skip
+        read_only_fields = fields
+
+
+class ActionRequestSerializer(serializers.Serializer):
+    """POST /api/jobs/actions/: drain/resume/reboot/power_cycle need `node`, cancel needs `job`,
+    submit needs `cluster` and the job in `params` (name, script, partition, gpus, ...)."""
+
+    kind = serializers.ChoiceField(choices=ActionKind.choices)
+    node = BriefRelatedField(queryset=Node.objects.all(), required=False, allow_null=True)
+    job = BriefRelatedField(queryset=Job.objects.none(), required=False, allow_null=True)
+    cluster = BriefRelatedField(queryset=Cluster.objects.all(), required=False, allow_null=True)
+    params = serializers.DictField(required=False, default=dict)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        request = self.context.get("request")
+        # a job the user may not see does not exist for them
+        self.fields["job"].queryset = selectors.job_list(user=getattr(request, "user", None))  # type: ignore[attr-defined]
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        kind = attrs["kind"]
+        if kind == ActionKind.SUBMIT and not attrs.get("cluster"):
+            raise serializers.ValidationError({"cluster": [_("A cluster is required to submit a job.")]})
+        if kind == ActionKind.CANCEL and not attrs.get("job"):
+            raise serializers.ValidationError({"job": [_("A job is required.")]})
+        if kind not in (ActionKind.SUBMIT, ActionKind.CANCEL) and not attrs.get("node"):
+            raise serializers.ValidationError({"node": [_("A node is required.")]})
+        return attrs
+
+
+class NodeActionSerializer(serializers.Serializer):
+    """Body of POST /api/inventory/nodes/{id}/<action>/."""
+
+    reason = serializers.CharField(required=False, allow_blank=True, max_length=200, trim_whitespace=False)
+    asap = serializers.BooleanField(required=False, default=False)
+    next_state = serializers.ChoiceField(choices=["resume", "down"], required=False, allow_null=True)
+
+
+class JobSerializer(PortalModelSerializer):
+    submitted_by_action = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta:
+        model = Job
+        fields = [*BASE, "cluster", "job_id", "name", "user", "owner", "account", "partition", "state",
+                  "state_reason", "nodes", "node_count", "gpus", "gpu_type", "cpus", "submit_time", "start_time",
+                  "end_time", "time_limit", "exit_code", "stdout_path", "work_dir", "script", "tag",
+                  "submitted_by_action", "first_seen", "last_seen"]  # fmt: skip
+        read_only_fields = fields
+
+
+class JobTransitionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = JobTransition
+        fields = ["from_state", "to_state", "reason", "at"]
+
+
+class ClusterAccountSerializer(PortalModelSerializer):
+    class Meta:
+        model = ClusterAccount
+        fields = [*BASE, "user", "cluster", "username", "default_account"]
+
+
+class NodeStateSerializer(serializers.ModelSerializer):
+    node = BriefRelatedField(read_only=True)
+
+    class Meta:
+        model = NodeState
+        fields = ["node", "state", "display_state", "flags", "reason", "reason_set_by", "reason_changed_at",
+                  "cpus", "cpus_alloc", "memory_mb", "gpus_total", "gpus_alloc", "gpu_type", "partitions",
+                  "boot_time", "last_seen"]  # fmt: skip
+
+
+class PartitionSerializer(PortalModelSerializer):
+    class Meta:
+        model = Partition
+        fields = [*BASE, "cluster", "name", "state", "is_default", "max_time_minutes", "max_gpus_per_node",
+                  "total_nodes", "nodes", "last_seen"]  # fmt: skip
+        read_only_fields = fields
+
+
+class JobTemplateSerializer(PortalModelSerializer):
+    class Meta:
+        model = JobTemplate
+        fields = [*BASE, "name", "description", "cluster", "script", "defaults", "locked_fields", "created_by",
+                  "created", "last_updated"]  # fmt: skip
+        read_only_fields = ["created_by", "created", "last_updated"]

@@ -1,0 +1,135 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import models
+from django.db.models import QuerySet
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from jobs import filters, selectors, services
+from jobs.api import serializers as s
+from jobs.models import Action, ActionKind, Job, JobTemplate
+from portal.api.permissions import HasPerm
+from portal.api.viewsets import PortalModelViewSet
+from portal.services import instance_save
+
+
+def _accepted(action_row: Action, request: Request) -> Response:
+    data = s.ActionSerializer(action_row, context={"request": request}).data
+    return Response(data, status=status.HTTP_202_ACCEPTED)
+
+
+class ActionViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                    viewsets.GenericViewSet):  # fmt: skip
+    """Cluster actions: POST requests one (202, then poll it), GET lists them with status and output."""
+
+    queryset = selectors.action_list()
+    serializer_class = s.ActionSerializer
+    filterset_class = filters.ActionFilterSet
+    ordering_fields = ["created", "finished", "status", "kind"]
+
+    def get_queryset(self) -> QuerySet[Action]:
+        return selectors.action_list(user=self.request.user)
+
+    def get_serializer_class(self) -> type[Any]:
+        return s.ActionRequestSerializer if self.action == "create" else s.ActionSerializer
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        serializer = self.get_serializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        d = serializer.validated_data
+        row = services.action_request(
+            d["kind"],
+            user=request.user,
+            node=d.get("node"),
+            job=d.get("job"),
+            cluster=d.get("cluster"),
+            params=d.get("params") or {},
+        )
+        return _accepted(row, request)
+
+
+class JobViewSet(viewsets.ReadOnlyModelViewSet):
+    """Jobs as last synced from Slurm (researchers see their own unless the site lets them see all)."""
+
+    queryset = selectors.job_list()
+    serializer_class = s.JobSerializer
+    filterset_class = filters.JobFilterSet
+    ordering_fields = ["job_id", "submit_time", "start_time", "end_time", "state", "user", "partition"]
+
+    def get_queryset(self) -> QuerySet[Job]:
+        return selectors.job_list(user=self.request.user)
+
+    @action(detail=True, methods=["post"], permission_classes=[HasPerm.of("jobs.add_action")])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        return _accepted(services.job_cancel_request(self.get_object(), user=request.user), request)
+
+    @action(detail=True, methods=["get"])
+    def transitions(self, request: Request, pk: str | None = None) -> Response:
+        rows = selectors.job_transition_list(self.get_object())
+        return Response(s.JobTransitionSerializer(rows, many=True).data)
+
+
+class ClusterAccountViewSet(PortalModelViewSet):
+    queryset = selectors.cluster_account_list()
+    serializer_class = s.ClusterAccountSerializer
+    filterset_class = filters.ClusterAccountFilterSet
+
+
+class NodeStateViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = selectors.node_state_list()
+    serializer_class = s.NodeStateSerializer
+    filterset_class = filters.NodeStateFilterSet
+
+
+class PartitionViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = selectors.partition_list()
+    serializer_class = s.PartitionSerializer
+    filterset_fields = ["cluster", "name", "state"]
+
+
+class JobTemplateViewSet(PortalModelViewSet):
+    queryset = selectors.job_template_list()
+    serializer_class = s.JobTemplateSerializer
+    filterset_class = filters.JobTemplateFilterSet
+
+    def perform_write(self, instance: models.Model) -> models.Model:
+        assert isinstance(instance, JobTemplate)
+        if instance.created_by_id is None and self.request.user.is_authenticated:
+            instance.created_by = self.request.user
+        return instance_save(instance, user=self.request.user)
+
+
+class NodeActionsMixin:
+    """Node actions reachable from the node: POST /api/inventory/nodes/{id}/drain|resume|reboot|power-cycle/.
+
+    Mixed into inventory's NodeViewSet; each call records an action (202) through jobs.services.
+    """
+
+    def _node_action(self, request: Request, kind: str) -> Response:
+        node = self.get_object()  # type: ignore[attr-defined]
+        body = s.NodeActionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        params = {k: v for k, v in body.validated_data.items() if v not in (None, "")}
+        row = services.action_request(kind, user=request.user, node=node, params=params)
+        return _accepted(row, request)
+
+    @action(detail=True, methods=["post"], permission_classes=[HasPerm.of("jobs.operate_nodes")])
+    def drain(self, request: Request, pk: str | None = None) -> Response:
+        return self._node_action(request, ActionKind.DRAIN)
+
+    @action(detail=True, methods=["post"], permission_classes=[HasPerm.of("jobs.operate_nodes")])
+    def resume(self, request: Request, pk: str | None = None) -> Response:
+        return self._node_action(request, ActionKind.RESUME)
+
+    @action(detail=True, methods=["post"], permission_classes=[HasPerm.of("jobs.operate_nodes")])
+    def reboot(self, request: Request, pk: str | None = None) -> Response:
+        return self._node_action(request, ActionKind.REBOOT)
+
+    @action(detail=True, methods=["post"], url_path="power-cycle",
+            permission_classes=[HasPerm.of("jobs.operate_nodes")])  # fmt: skip
+    def power_cycle(self, request: Request, pk: str | None = None) -> Response:
+        return self._node_action(request, ActionKind.POWER_CYCLE)

@@ -1,0 +1,86 @@
+"""One FilterSet per model, shared by the (coming) HTML lists and the API viewsets."""
+
+from __future__ import annotations
+
+import django_filters as df
+from django.db.models import Q, QuerySet
+from django.utils.translation import gettext_lazy as _
+
+from inventory.models import Node
+from jobs.models import Action, ActionKind, ActionStatus, ClusterAccount, Job, JobTemplate, NodeState
+
+
+class JobFilterSet(df.FilterSet):
+    user = df.CharFilter(field_name="user", label=_("Cluster user"))
+    state = df.MultipleChoiceFilter(
+        field_name="state", label=_("State"), lookup_expr="iexact",
+        choices=[(s, s) for s in ("PENDING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "COMPLETED",
+                                  "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
+                                  "BOOT_FAIL", "DEADLINE", "UNKNOWN")],
+    )  # fmt: skip
+    active = df.BooleanFilter(method="filter_active", label=_("Active (pending or running)"))
+    partition = df.CharFilter(field_name="partition")
+    node = df.CharFilter(method="filter_node", label=_("Runs on node (Slurm name)"))
+    node_id = df.ModelChoiceFilter(method="filter_node_id", queryset=Node.objects.all(), label=_("Node"))
+    q = df.CharFilter(method="search", label=_("Search"))
+
+    class Meta:
+        model = Job
+        fields = ["cluster", "owner", "user", "state", "partition", "job_id"]
+
+    def filter_node(self, queryset: QuerySet[Job], name: str, value: str) -> QuerySet[Job]:
+        value = value.strip()
+        return queryset.filter(node_names__contains=f",{value},") if value else queryset
+
+    def filter_node_id(self, queryset: QuerySet[Job], name: str, value: Node | None) -> QuerySet[Job]:
+        if value is None:
+            return queryset
+        return queryset.filter(
+            cluster_id=value.cluster_id, node_names__contains=f",{value.effective_slurm_name},"
+        )
+
+    def filter_active(self, queryset: QuerySet[Job], name: str, value: bool | None) -> QuerySet[Job]:
+        from jobs.cluster.types import ACTIVE_JOB_STATES
+
+        if value is None:
+            return queryset
+        cond = Q(state__in=ACTIVE_JOB_STATES)
+        return queryset.filter(cond) if value else queryset.exclude(cond)
+
+    def search(self, queryset: QuerySet[Job], name: str, value: str) -> QuerySet[Job]:
+        value = value.strip()
+        if not value:
+            return queryset
+        cond = Q(name__icontains=value) | Q(user__icontains=value)
+        if value.isdigit():
+            cond |= Q(job_id=int(value))
+        return queryset.filter(cond)
+
+
+class ActionFilterSet(df.FilterSet):
+    kind = df.MultipleChoiceFilter(choices=ActionKind.choices)
+    status = df.MultipleChoiceFilter(choices=ActionStatus.choices)
+
+    class Meta:
+        model = Action
+        fields = ["kind", "status", "cluster", "node", "job", "requested_by"]
+
+
+class ClusterAccountFilterSet(df.FilterSet):
+    class Meta:
+        model = ClusterAccount
+        fields = ["cluster", "user", "username"]
+
+
+class NodeStateFilterSet(df.FilterSet):
+    cluster = df.NumberFilter(field_name="node__cluster")
+
+    class Meta:
+        model = NodeState
+        fields = ["node", "display_state", "state"]
+
+
+class JobTemplateFilterSet(df.FilterSet):
+    class Meta:
+        model = JobTemplate
+        fields = ["cluster", "name"]

@@ -1,0 +1,390 @@
+"""Reconcile what Slurm says (nodes, jobs, partitions) into the database.
+
+One read of the existing rows per table, diffs computed in Python on plain tuples, then
+bulk_create for new rows, bulk_update of only the changed fields, and JobTransition rows for
+state changes. Returns a :class:`SyncResult` with the changed ids and sends ``cluster_synced``
+on commit (the live-update layer listens to it).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.core.cache import cache
+from django.db import transaction
+from django.dispatch import Signal
+from django.utils import timezone
+
+from inventory.models import Cluster, Node
+from jobs.backends import cluster_backend
+from jobs.cluster import ClusterBackend, ClusterError, JobInfo, NodeInfo, PartitionInfo
+from jobs.models import JOB_STATE_UNKNOWN, ClusterAccount, Job, JobTransition, NodeState, Partition
+
+logger = logging.getLogger(__name__)
+
+#: sent on commit after a successful sync: cluster_synced.send(sender=Cluster, cluster=..., node_ids=..., job_ids=...)
+cluster_synced = Signal()
+
+_BULK_BATCH = 2000
+
+
+@dataclass
+class SyncResult:
+    cluster_id: int
+    ok: bool
+    error: str = ""
+    node_ids: list[int] = field(default_factory=list)  # inventory Node pks whose Slurm state changed
+    job_ids: list[int] = field(default_factory=list)  # Job pks created or changed
+    created_jobs: int = 0
+    transitions: int = 0
+    unknown_nodes: list[str] = field(default_factory=list)  # in Slurm, not in the inventory
+
+
+# ---------------------------------------------------------------------------- hostlists
+
+_HOSTLIST_PART = re.compile(r"([^,\[]+(?:\[[^\]]*\][^,\[]*)*)")
+
+
+def expand_hostlist(text: str | None, *, limit: int = 100_000) -> list[str]:
+    """``node[1-3,5],gpu07`` -> ``[node1, node2, node3, node5, gpu07]`` (zero padding kept)."""
+    if not text:
+        return []
+    out: list[str] = []
+    for m in _HOSTLIST_PART.finditer(text):
+        item = m.group(1).strip()
+        if not item:
+            continue
+        names = [""]
+        for literal, ranges in re.findall(r"([^\[]*)(?:\[([^\]]*)\])?", item):
+            expanded: list[str] = []
+            for r in ranges.split(",") if ranges else [""]:
+                lo, _, hi = r.partition("-")
+                if hi and lo.isdigit() and hi.isdigit():
+                    width = len(lo)
+                    expanded += [
+                        str(i).zfill(width) for i in range(int(lo), min(int(hi), int(lo) + limit) + 1)
+                    ]
+                else:
+                    expanded.append(r)
+            names = [n + literal + e for n in names for e in expanded]
+        out += names
+        if len(out) > limit:
+            break
+    return out
+
+
+def node_names_field(nodes: str | None) -> str:
+    names = expand_hostlist(nodes)
+    return f",{','.join(names)}," if names else ""
+
+
+# ---------------------------------------------------------------------------- jobs
+
+JOB_SYNC_FIELDS = (
+    "name", "user", "owner_id", "account", "partition", "state", "state_reason", "nodes", "node_names",
+    "node_count", "gpus", "gpu_type", "cpus", "submit_time", "start_time", "end_time", "time_limit",
+    "exit_code", "stdout_path", "work_dir", "tag",
+)  # fmt: skip
+_STATE = JOB_SYNC_FIELDS.index("state")
+_REASON = JOB_SYNC_FIELDS.index("state_reason")
+
+
+def _job_values(j: JobInfo, owners: dict[str, int]) -> tuple[Any, ...]:
+    user = j.user or ""
+    return (
+        j.name[:255], user, owners.get(user), j.account or "", j.partition or "", j.state,
+        (j.state_reason or "")[:255], j.nodes[:1024], node_names_field(j.nodes), j.node_count, j.gpus,
+        j.gpu_type or "", j.cpus, j.submit_time, j.start_time, j.end_time, j.time_limit_minutes,
+        j.exit_code, j.stdout_path or "", j.work_dir or "", j.tag or "",
+    )  # fmt: skip
+
+
+def reconcile_jobs(
+    cluster: Cluster, jobs: Sequence[JobInfo], *, now: datetime, listed_since: datetime | None = None
+) -> tuple[list[int], int, int]:
+    """Returns (changed Job pks, number created, number of transitions)."""
+    owners = dict(ClusterAccount.objects.filter(cluster=cluster).values_list("username", "user_id"))
+    existing: dict[int, tuple[Any, ...]] = {
+        row[1]: row
+        for row in Job.objects.filter(cluster=cluster).values_list(
+            "pk", "job_id", "last_seen", *JOB_SYNC_FIELDS
+        )
+    }
+    new_rows: list[Job] = []
+    changed: list[tuple[Job, list[str]]] = []
+    transitions: list[JobTransition] = []
+    seen: set[int] = set()
+    for info in jobs:
+        if info.job_id in seen:
+            continue
+        seen.add(info.job_id)
+        values = _job_values(info, owners)
+        row = existing.get(info.job_id)
+        if row is None:
+            new_rows.append(
+                Job(
+                    cluster=cluster,
+                    job_id=info.job_id,
+                    last_seen=now,
+                    **dict(zip(JOB_SYNC_FIELDS, values, strict=True)),
+                )
+            )
+            continue
+        old = row[3:]
+        if old == values:
+            continue
+        fields = [f for f, a, b in zip(JOB_SYNC_FIELDS, old, values, strict=True) if a != b]
+        obj = Job(
+            pk=row[0],
+            cluster=cluster,
+            job_id=info.job_id,
+            last_seen=now,
+            **{f: values[JOB_SYNC_FIELDS.index(f)] for f in fields},
+        )
+        changed.append((obj, fields))
+        if old[_STATE] != values[_STATE]:
+            transitions.append(
+                JobTransition(
+                    job_id=row[0],
+                    from_state=old[_STATE],
+                    to_state=values[_STATE],
+                    reason=values[_REASON],
+                    at=now,
+                )
+            )
+    # Active jobs that Slurm no longer lists (purged before we saw their end): never leave them "running".
+    from jobs.cluster.types import ACTIVE_JOB_STATES
+
+    for job_id, row in existing.items():
+        if job_id in seen or row[3 + _STATE] not in ACTIVE_JOB_STATES:
+            continue
+        if listed_since is not None and row[2] is not None and row[2] > listed_since:
+            continue  # written (e.g. by a submit) after the listing was taken
+        reason = "no longer reported by Slurm"
+        obj = Job(pk=row[0], cluster=cluster, job_id=job_id, state=JOB_STATE_UNKNOWN, state_reason=reason)
+        changed.append((obj, ["state", "state_reason"]))
+        transitions.append(
+            JobTransition(
+                job_id=row[0], from_state=row[3 + _STATE], to_state=JOB_STATE_UNKNOWN, reason=reason, at=now
+            )
+        )
+    if new_rows:
+        Job.objects.bulk_create(new_rows, batch_size=_BULK_BATCH)
+        transitions += [
+            JobTransition(job_id=j.pk, from_state="", to_state=j.state, reason=j.state_reason, at=now)
+            for j in new_rows
+        ]
+    _bulk_update_grouped(Job, changed, extra=("last_seen",))
+    if transitions:
+        JobTransition.objects.bulk_create(transitions, batch_size=_BULK_BATCH)
+    ids = [j.pk for j in new_rows] + [obj.pk for obj, _ in changed]
+    return ids, len(new_rows), len(transitions)
+
+
+def _bulk_update_grouped(
+    model: Any, changed: Iterable[tuple[Any, list[str]]], *, extra: Sequence[str] = ()
+) -> None:
+    """bulk_update rows grouped by their set of changed fields, so each UPDATE sets only those."""
+    groups: dict[tuple[str, ...], list[Any]] = {}
+    for obj, fields in changed:
+        keys = tuple(fields) + tuple(
+            f for f in extra if f not in fields and getattr(obj, f, None) is not None
+        )
+        groups.setdefault(keys, []).append(obj)
+    for fields_key, objs in groups.items():
+        model.objects.bulk_update(objs, list(fields_key), batch_size=_BULK_BATCH)
+
+
+# ---------------------------------------------------------------------------- nodes
+
+NODE_SYNC_FIELDS = (
+    "state", "display_state", "flags", "reason", "reason_set_by", "reason_changed_at", "cpus", "cpus_alloc",
+    "memory_mb", "gpus_total", "gpus_alloc", "gpu_type", "partitions", "boot_time",
+)  # fmt: skip
+
+
+def _node_values(n: NodeInfo) -> tuple[Any, ...]:
+    return (
+        n.state, n.display_state, sorted(n.flags), (n.reason or "")[:255], n.reason_set_by or "",
+        n.reason_changed_at, n.cpus, n.cpus_alloc, n.memory_mb, n.gpus_total, n.gpus_used, n.gpu_type or "",
+        list(n.partitions), n.boot_time,
+    )  # fmt: skip
+
+
+def reconcile_nodes(
+    cluster: Cluster, nodes: Sequence[NodeInfo], *, now: datetime
+) -> tuple[list[int], list[str]]:
+    """Returns (changed inventory Node pks, Slurm node names unknown to the inventory)."""
+    inventory = {
+        (slurm_name or hostname.split(".")[0]): (pk, state, reason)
+        for pk, hostname, slurm_name, state, reason in Node.objects.filter(cluster=cluster).values_list(
+            "pk", "hostname", "slurm_name", "slurm_state", "slurm_reason"
+        )
+    }
+    states = {
+        row[0]: row[1:]
+        for row in NodeState.objects.filter(node__cluster=cluster).values_list("node_id", *NODE_SYNC_FIELDS)
+    }
+    new_states: list[NodeState] = []
+    changed_states: list[tuple[NodeState, list[str]]] = []
+    node_updates: list[Node] = []
+    changed_ids: list[int] = []
+    unknown: list[str] = []
+    listed: set[int] = set()
+    for info in nodes:
+        inv = inventory.get(info.name)
+        if inv is None:
+            unknown.append(info.name)
+            continue
+        pk, old_state, old_reason = inv
+        listed.add(pk)
+        values = _node_values(info)
+        old = states.get(pk)
+        changed = False
+        if old is None:
+            new_states.append(
+                NodeState(node_id=pk, last_seen=now, **dict(zip(NODE_SYNC_FIELDS, values, strict=True)))
+            )
+            changed = True
+        elif old != values:
+            fields = [f for f, a, b in zip(NODE_SYNC_FIELDS, old, values, strict=True) if a != b]
+            obj = NodeState(
+                node_id=pk, last_seen=now, **{f: values[NODE_SYNC_FIELDS.index(f)] for f in fields}
+            )
+            changed_states.append((obj, fields))
+            changed = True
+        reason = (info.reason or "")[:255]
+        if old_state != info.display_state or old_reason != reason:
+            node_updates.append(
+                Node(
+                    pk=pk,
+                    slurm_state=info.display_state,
+                    slurm_reason=reason,
+                    slurm_state_since=now if old_state != info.display_state else None,
+                )
+            )
+            changed = True
+        if changed:
+            changed_ids.append(pk)
+    # inventory nodes of this cluster that Slurm no longer reports
+    for name, (pk, old_state, _reason) in inventory.items():
+        if pk not in listed and old_state not in ("", "missing"):
+            node_updates.append(
+                Node(
+                    pk=pk,
+                    slurm_state="missing",
+                    slurm_reason=f"{name} not reported by Slurm",
+                    slurm_state_since=now,
+                )
+            )
+            changed_ids.append(pk)
+    if new_states:
+        NodeState.objects.bulk_create(new_states, batch_size=_BULK_BATCH)
+    _bulk_update_grouped(NodeState, changed_states, extra=("last_seen",))
+    with_since = [n for n in node_updates if n.slurm_state_since is not None]
+    without = [n for n in node_updates if n.slurm_state_since is None]
+    if with_since:
+        Node.objects.bulk_update(
+            with_since, ["slurm_state", "slurm_reason", "slurm_state_since"], batch_size=_BULK_BATCH
+        )
+    if without:
+        Node.objects.bulk_update(without, ["slurm_state", "slurm_reason"], batch_size=_BULK_BATCH)
+    return changed_ids, unknown
+
+
+# ---------------------------------------------------------------------------- partitions
+
+
+def reconcile_partitions(cluster: Cluster, partitions: Sequence[PartitionInfo], *, now: datetime) -> None:
+    existing = {p.name: p for p in Partition.objects.filter(cluster=cluster)}
+    fields = ("state", "is_default", "max_time_minutes", "max_gpus_per_node", "total_nodes", "nodes")
+    changed: list[Partition] = []
+    for info in partitions:
+        values = {
+            "state": info.state, "is_default": info.is_default, "max_time_minutes": info.max_time_minutes,
+            "max_gpus_per_node": info.max_gpus_per_node, "total_nodes": info.total_nodes, "nodes": info.nodes[:1024],
+        }  # fmt: skip
+        row = existing.pop(info.name, None)
+        if row is None:
+            Partition.objects.create(cluster=cluster, name=info.name, last_seen=now, **values)
+        elif any(getattr(row, k) != v for k, v in values.items()):
+            for k, v in values.items():
+                setattr(row, k, v)
+            row.last_seen = now
+            changed.append(row)
+    if changed:
+        Partition.objects.bulk_update(changed, [*fields, "last_seen"])
+    if existing:
+        Partition.objects.filter(pk__in=[p.pk for p in existing.values()]).delete()
+
+
+# ---------------------------------------------------------------------------- the sync
+
+
+def reconcile(
+    cluster: Cluster,
+    *,
+    nodes: Sequence[NodeInfo],
+    jobs: Sequence[JobInfo],
+    partitions: Sequence[PartitionInfo] | None = None,
+    listed_since: datetime | None = None,
+) -> SyncResult:
+    """Write one listing into the database (one transaction); mark the cluster synced."""
+    now = timezone.now()
+    result = SyncResult(cluster_id=cluster.pk, ok=True)
+    with transaction.atomic():
+        result.node_ids, result.unknown_nodes = reconcile_nodes(cluster, nodes, now=now)
+        result.job_ids, result.created_jobs, result.transitions = reconcile_jobs(
+            cluster, jobs, now=now, listed_since=listed_since
+        )
+        if partitions is not None:
+            reconcile_partitions(cluster, partitions, now=now)
+        Cluster.objects.filter(pk=cluster.pk).update(
+            last_sync_at=now, last_sync_ok_at=now, last_sync_error=""
+        )
+        if result.node_ids or result.job_ids:
+            transaction.on_commit(
+                lambda: cluster_synced.send(
+                    sender=Cluster, cluster=cluster, node_ids=result.node_ids, job_ids=result.job_ids
+                )
+            )
+    return result
+
+
+def cluster_mark_stale(cluster: Cluster, error: str) -> None:
+    Cluster.objects.filter(pk=cluster.pk).update(last_sync_at=timezone.now(), last_sync_error=error[:2000])
+
+
+def cluster_sync(cluster: Cluster, *, backend: ClusterBackend | None = None) -> SyncResult:
+    """Read nodes, jobs and partitions from the cluster and reconcile them.
+
+    A cluster that cannot be reached (or answers nonsense) is marked stale with the error.
+    """
+    started = timezone.now()
+    try:
+        if backend is not None:
+            nodes, jobs, parts = backend.list_nodes(), backend.list_jobs(), backend.list_partitions()
+        else:
+            with cluster_backend(cluster) as b:
+                nodes, jobs, parts = b.list_nodes(), b.list_jobs(), b.list_partitions()
+    except ClusterError as exc:
+        logger.warning("sync of cluster %s failed: %s", cluster.name, exc)
+        cluster_mark_stale(cluster, str(exc))
+        return SyncResult(cluster_id=cluster.pk, ok=False, error=str(exc))
+    return reconcile(cluster, nodes=nodes, jobs=jobs, partitions=parts, listed_since=started)
+
+
+def cluster_sync_locked(cluster: Cluster, *, lock_seconds: int = 120) -> SyncResult | None:
+    """cluster_sync unless another sync of this cluster is running (returns None then)."""
+    key = f"jobs:sync-lock:{cluster.pk}"
+    if not cache.add(key, "1", timeout=lock_seconds):
+        return None
+    try:
+        return cluster_sync(cluster)
+    finally:
+        cache.delete(key)
