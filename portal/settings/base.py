@@ -193,13 +193,60 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 900)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 840)
-CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {}
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+    "jobs-cluster-sync": {
+        "task": "jobs.tasks.cluster_sync_all_task",
+        "schedule": float(env_int("PORTAL_SYNC_INTERVAL", 15)),
+        "options": {"queue": "polls", "expires": env_int("PORTAL_SYNC_INTERVAL", 15)},
+    },
+}
+CELERY_BEAT_SCHEDULE.update(
+    {
+        "telemetry-pull": {"task": "monitoring.tasks.telemetry_pull_all_task", "schedule": 30.0},
+        "telemetry-rollup": {"task": "monitoring.tasks.telemetry_rollup_task", "schedule": 60.0},
+        "telemetry-maintain": {"task": "monitoring.tasks.telemetry_maintain_task", "schedule": 3600.0},
+        "telemetry-energy": {"task": "monitoring.tasks.job_energy_pending_task", "schedule": 300.0},
+    }
+)
 
 # Rackpilot's own settings.
 PORTAL_ENCRYPTION_KEY = env("PORTAL_ENCRYPTION_KEY", "")  # Fernet key; derived from SECRET_KEY if empty
 PORTAL_CLUSTER_BACKEND_OVERRIDE = env("PORTAL_CLUSTER_BACKEND", "")  # force 'simulator' for demos
 PORTAL_POWER_HEADROOM_PCT = env_int("PORTAL_POWER_HEADROOM_PCT", 20)
 PORTAL_RESEARCHERS_SEE_ALL_JOBS = env_bool("PORTAL_RESEARCHERS_SEE_ALL_JOBS", False)
+PORTAL_SYNC_INTERVAL = env_int("PORTAL_SYNC_INTERVAL", 15)  # seconds between Slurm syncs (beat)
+PORTAL_ACTION_MAX_ATTEMPTS = env_int("PORTAL_ACTION_MAX_ATTEMPTS", 5)  # retryable failures before "failed"
+PORTAL_ACTION_RETRY_BACKOFF = env_int("PORTAL_ACTION_RETRY_BACKOFF", 5)  # seconds, doubled per retry (max 300)
+PORTAL_SSH_CONNECT_TIMEOUT = env_int("PORTAL_SSH_CONNECT_TIMEOUT", 10)
+PORTAL_SLURM_COMMAND_TIMEOUT = env_int("PORTAL_SLURM_COMMAND_TIMEOUT", 60)
+PORTAL_SIMULATOR_REALTIME = env_bool("PORTAL_SIMULATOR_REALTIME", True)  # demo simulator follows the wall clock
+
+# Telemetry (monitoring app): retention per resolution, partitions, collection, energy and cost.
+PORTAL_TELEMETRY_RAW_RETENTION_DAYS = env_int("PORTAL_TELEMETRY_RAW_RETENTION_DAYS", 7)
+PORTAL_TELEMETRY_1M_RETENTION_DAYS = env_int("PORTAL_TELEMETRY_1M_RETENTION_DAYS", 90)
+PORTAL_TELEMETRY_1H_RETENTION_DAYS = env_int("PORTAL_TELEMETRY_1H_RETENTION_DAYS", 0)  # 0 = forever
+PORTAL_TELEMETRY_PARTITIONS_AHEAD_DAYS = env_int("PORTAL_TELEMETRY_PARTITIONS_AHEAD_DAYS", 3)
+PORTAL_TELEMETRY_MAX_FUTURE_S = env_int("PORTAL_TELEMETRY_MAX_FUTURE_S", 3600)
+PORTAL_TELEMETRY_PULL_INTERVAL_S = env_int("PORTAL_TELEMETRY_PULL_INTERVAL_S", 30)
+PORTAL_TELEMETRY_PULL_CONCURRENCY = env_int("PORTAL_TELEMETRY_PULL_CONCURRENCY", 16)
+PORTAL_TELEMETRY_PULL_TIMEOUT_S = env_int("PORTAL_TELEMETRY_PULL_TIMEOUT_S", 20)
+# argv put before each tool's argv on the login host to reach a node; {host} = node hostname.
+PORTAL_TELEMETRY_NODE_PREFIX = [
+    a
+    for a in env("PORTAL_TELEMETRY_NODE_PREFIX", "ssh -o BatchMode=yes -o ConnectTimeout=5 {host}").split()
+    if a
+]
+PORTAL_TELEMETRY_PULL_TOOLS = [
+    t.strip()
+    for t in env("PORTAL_TELEMETRY_PULL_TOOLS", "nvidia-smi,tt-smi,ipmitool,dcgm-exporter").split(",")
+    if t.strip()
+]
+PORTAL_TELEMETRY_DCGM_PORT = env_int("PORTAL_TELEMETRY_DCGM_PORT", 9400)
+PORTAL_TELEMETRY_ALERT_FROM_EMAIL = env("PORTAL_TELEMETRY_ALERT_FROM_EMAIL", "rackpilot@localhost")
+PORTAL_ENERGY_TARIFF_PER_KWH = env("PORTAL_ENERGY_TARIFF_PER_KWH", "0.30")  # currency per kWh
+PORTAL_DEPRECIATION_MONTHS = env_int("PORTAL_DEPRECIATION_MONTHS", 36)
+PORTAL_ENERGY_MAX_GAP_FACTOR = env_int("PORTAL_ENERGY_MAX_GAP_FACTOR", 3)  # gaps > N x interval are unknown
+PORTAL_ENERGY_MAX_GAP_S = env_int("PORTAL_ENERGY_MAX_GAP_S", 120)
 
 LOGGING = {
     "version": 1,

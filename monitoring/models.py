@@ -1,0 +1,286 @@
+"""Telemetry storage, events, alerting and node push tokens.
+
+Samples live in ``monitoring_sample`` (ts, series_id, value): on PostgreSQL a table partitioned
+by day (created by migration 0002 with raw SQL, partitions made ahead by a periodic task), on
+SQLite a plain table. :class:`Sample` is an unmanaged model for reads; writes go through
+:mod:`monitoring.storage`. A :class:`Series` keys everything by one small integer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
+
+from inventory.models import Card, Cluster, Node
+from monitoring.parsers.metrics import METRICS
+
+METRIC_CHOICES = [(name, name) for name in sorted(METRICS)]
+
+
+class Series(models.Model):
+    """One time series: a metric of a node or of a card (labels tell sensors / ports apart).
+
+    ``card_ref`` is the raw id the tool reported (GPU UUID or normalised PCI bus id), empty for
+    node-level series; ``card`` is the inventory card it maps to, NULL when unknown.
+    """
+
+    id = models.AutoField(primary_key=True)
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="series")
+    card = models.ForeignKey(Card, null=True, blank=True, on_delete=models.SET_NULL, related_name="series")
+    card_ref = models.CharField(max_length=64, blank=True)
+    metric = models.CharField(max_length=64)
+    labels = models.CharField(max_length=255, blank=True, help_text="k=v pairs, sorted, comma separated")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name_plural = "series"
+        constraints = [
+            models.UniqueConstraint(fields=["node", "card_ref", "metric", "labels"], name="series_unique_key")
+        ]
+        indexes = [models.Index(fields=["card", "metric"]), models.Index(fields=["metric"])]
+
+    def __str__(self) -> str:
+        target = self.card_ref or getattr(self, "_node_name", None) or f"node {self.node_id}"
+        return f"{target} {self.metric}{'{' + self.labels + '}' if self.labels else ''}"
+
+
+class Sample(models.Model):
+    """A raw sample (read-only model over the partitioned table; written with COPY)."""
+
+    pk = models.CompositePrimaryKey("series_id", "ts")
+    ts = models.DateTimeField()
+    series = models.ForeignKey(Series, on_delete=models.DO_NOTHING, db_constraint=False, related_name="+")
+    value = models.FloatField()
+
+    class Meta:
+        managed = False
+        db_table = "monitoring_sample"
+
+    def __str__(self) -> str:
+        return f"{self.series_id}@{self.ts:%Y-%m-%d %H:%M:%S}={self.value:g}"
+
+
+class LatestValue(models.Model):
+    """The newest value of each series, upserted in the same transaction as the samples."""
+
+    series = models.OneToOneField(Series, primary_key=True, on_delete=models.CASCADE, related_name="latest")
+    ts = models.DateTimeField()
+    value = models.FloatField()
+
+    def __str__(self) -> str:
+        return f"{self.series_id}={self.value:g}"
+
+
+class Rollup(models.Model):
+    """Abstract downsampled bucket: min/avg/max/count of a series over ``bucket`` .. +step."""
+
+    pk = models.CompositePrimaryKey("series_id", "bucket")
+    series = models.ForeignKey(Series, on_delete=models.CASCADE, db_constraint=False, related_name="+")
+    bucket = models.DateTimeField()
+    min = models.FloatField()
+    avg = models.FloatField()
+    max = models.FloatField()
+    count = models.IntegerField()
+
+    class Meta:
+        abstract = True
+
+    def __str__(self) -> str:
+        return f"{self.series_id}@{self.bucket:%Y-%m-%d %H:%M}"
+
+
+class Rollup1m(Rollup):
+    class Meta:
+        db_table = "monitoring_rollup_1m"
+        indexes = [models.Index(fields=["bucket"], name="rollup1m_bucket")]
+
+
+class Rollup1h(Rollup):
+    class Meta:
+        db_table = "monitoring_rollup_1h"
+        indexes = [models.Index(fields=["bucket"], name="rollup1h_bucket")]
+
+
+class Event(models.Model):
+    """Something that happened at a time: an Xid, a link going down, an AER line, a stall."""
+
+    class Severity(models.TextChoices):
+        INFO = "info", _("Info")
+        WARNING = "warning", _("Warning")
+        CRITICAL = "critical", _("Critical")
+
+    ts = models.DateTimeField(db_index=True)
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="telemetry_events")
+    card = models.ForeignKey(Card, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    card_ref = models.CharField(max_length=64, blank=True)
+    kind = models.CharField(_("kind"), max_length=64)
+    severity = models.CharField(_("severity"), max_length=16, choices=Severity.choices)
+    message = models.TextField(_("message"), blank=True)
+    data = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-ts", "-id"]
+        indexes = [models.Index(fields=["node", "ts"]), models.Index(fields=["kind", "ts"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.card_ref or self.node_id} {self.ts:%Y-%m-%d %H:%M:%S}"
+
+
+class AlertRule(models.Model):
+    """A condition on a metric (or an event kind) over a scope, held for a duration."""
+
+    class Kind(models.TextChoices):
+        THRESHOLD = "threshold", _("Threshold")
+        STALL = "stall", _("Counter not increasing")
+        EVENT = "event", _("Event")
+
+    class Scope(models.TextChoices):
+        CARD = "card", _("Each card")
+        NODE = "node", _("Each node")
+
+    class Op(models.TextChoices):
+        GT = "gt", ">"
+        LT = "lt", "<"
+
+    class Relative(models.TextChoices):
+        ABSOLUTE = "", _("absolute value")
+        PSU_CAPACITY = "psu_capacity", _("% of the node's PSU capacity")
+
+    name = models.CharField(_("name"), max_length=100, unique=True)
+    kind = models.CharField(_("kind"), max_length=16, choices=Kind.choices, default=Kind.THRESHOLD)
+    metric = models.CharField(_("metric"), max_length=64, blank=True, choices=METRIC_CHOICES)
+    event_kind = models.CharField(_("event kind"), max_length=64, blank=True)
+    scope = models.CharField(_("scope"), max_length=8, choices=Scope.choices, default=Scope.CARD)
+    cluster = models.ForeignKey(
+        Cluster,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="alert_rules",
+        help_text=_("Empty: every cluster."),
+    )
+    op = models.CharField(_("comparison"), max_length=2, choices=Op.choices, default=Op.GT)
+    threshold = models.FloatField(_("threshold"), default=0)
+    relative_to = models.CharField(_("threshold is"), max_length=16, choices=Relative.choices, blank=True)
+    duration_s = models.PositiveIntegerField(
+        _("for (seconds)"), default=0, help_text=_("How long the condition must hold before the alert fires.")
+    )
+    severity = models.CharField(_("severity"), max_length=16, choices=Event.Severity.choices)
+    enabled = models.BooleanField(_("enabled"), default=True)
+    notify_webhook = models.URLField(_("webhook URL"), blank=True)
+    notify_emails = models.CharField(_("e-mail addresses"), max_length=500, blank=True)
+    drain_node = models.BooleanField(
+        _("drain the node"), default=False, help_text=_("Request a drain of the node when the alert fires.")
+    )
+    description = models.TextField(_("description"), blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~Q(kind="event") | ~Q(event_kind=""),
+                name="alertrule_event_needs_kind",
+                violation_error_message=_("An event rule needs an event kind."),
+            ),
+            models.CheckConstraint(
+                condition=Q(kind="event") | ~Q(metric=""),
+                name="alertrule_metric_needed",
+                violation_error_message=_("A threshold or stall rule needs a metric."),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AlertState(models.Model):
+    """Per (rule, series) evaluation state: since when the condition holds / the counter stands."""
+
+    rule = models.ForeignKey(AlertRule, on_delete=models.CASCADE, related_name="+")
+    series = models.ForeignKey(Series, on_delete=models.CASCADE, related_name="+")
+    pending_since = models.DateTimeField(null=True)
+    last_value = models.FloatField(null=True)
+    last_ts = models.DateTimeField(null=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["rule", "series"], name="alertstate_unique")]
+
+    def __str__(self) -> str:
+        return f"rule {self.rule_id} series {self.series_id}"
+
+
+class Alert(models.Model):
+    class Status(models.TextChoices):
+        FIRING = "firing", _("Firing")
+        RESOLVED = "resolved", _("Resolved")
+
+    rule = models.ForeignKey(AlertRule, on_delete=models.CASCADE, related_name="alerts")
+    target = models.CharField(_("target"), max_length=128, help_text="node:<id> or card:<ref>")
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="alerts")
+    card = models.ForeignKey(Card, null=True, blank=True, on_delete=models.SET_NULL, related_name="alerts")
+    series = models.ForeignKey(Series, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    status = models.CharField(_("status"), max_length=16, choices=Status.choices, default=Status.FIRING)
+    severity = models.CharField(_("severity"), max_length=16, choices=Event.Severity.choices)
+    started_at = models.DateTimeField(_("started"))
+    resolved_at = models.DateTimeField(_("resolved"), null=True, blank=True)
+    last_seen_at = models.DateTimeField(_("last seen"), null=True, blank=True)
+    value = models.FloatField(null=True, blank=True)
+    message = models.TextField(_("message"), blank=True)
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledged_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    notified_at = models.DateTimeField(null=True, blank=True)
+    notify_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "-id"]
+        permissions = [("acknowledge_alert", "Can acknowledge alerts")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["rule", "target"],
+                condition=Q(status="firing"),
+                name="alert_one_open_per_target",
+                violation_error_message=_("This rule already has an open alert for this target."),
+            )
+        ]
+        indexes = [models.Index(fields=["status", "started_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.rule} on {self.target}"
+
+
+def node_token_hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class NodeToken(models.Model):
+    """A push credential for ONE node's agent: it may post telemetry for that node and nothing else.
+
+    Stored hashed like portal.models.APIToken; the key is shown once. Sent as
+    ``Authorization: Token <key>`` (node keys start with ``rpn_`` so they never collide with user tokens).
+    """
+
+    PREFIX = "rpn_"
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="telemetry_tokens")
+    name = models.CharField(_("name"), max_length=100, blank=True)
+    prefix = models.CharField(max_length=12, editable=False)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created = models.DateTimeField(auto_now_add=True)
+    last_used = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["node__hostname", "-created"]
+
+    def __str__(self) -> str:
+        return f"{self.node_id}: {self.prefix}…"
+
+    @classmethod
+    def generate_key(cls) -> str:
+        return cls.PREFIX + secrets.token_hex(20)

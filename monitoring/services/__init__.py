@@ -1,0 +1,45 @@
+"""Writes of the monitoring app (HackSoft-style services), split by subdomain."""
+
+from monitoring.services.alerts import (
+    alert_acknowledge,
+    alert_notify,
+    alert_resolve,
+    alerts_evaluate,
+    alerts_resolve_quiet,
+)
+from monitoring.services.ingest import (
+    IngestError,
+    IngestReport,
+    telemetry_ingest_result,
+    telemetry_ingest_samples,
+    telemetry_ingest_text,
+)
+from monitoring.services.maintenance import (
+    series_relink_cards,
+    telemetry_maintain,
+    telemetry_partitions_ensure,
+    telemetry_retention,
+    telemetry_rollup,
+)
+from monitoring.services.tokens import node_token_authenticate, node_token_create, node_token_revoke
+
+__all__ = [
+    "IngestError",
+    "IngestReport",
+    "alert_acknowledge",
+    "alert_notify",
+    "alert_resolve",
+    "alerts_evaluate",
+    "alerts_resolve_quiet",
+    "node_token_authenticate",
+    "node_token_create",
+    "node_token_revoke",
+    "series_relink_cards",
+    "telemetry_ingest_result",
+    "telemetry_ingest_samples",
+    "telemetry_ingest_text",
+    "telemetry_maintain",
+    "telemetry_partitions_ensure",
+    "telemetry_retention",
+    "telemetry_rollup",
+]

@@ -1,0 +1,389 @@
+"""Alert evaluation (on ingest, for the batch's targets only), lifecycle and notifications.
+
+Lifecycle: a condition starts holding (AlertState.pending_since) -> after the rule's duration the
+alert FIRES (one open alert per rule and target, a database constraint) -> it RESOLVES when the
+condition stops holding (threshold / stall rules), after a quiet period (event rules with a
+duration) or by hand. Acknowledging marks it seen without resolving it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import urllib.request
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.mail import send_mail
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from inventory.models import PSU, Node
+from monitoring.models import Alert, AlertRule, AlertState, Event, LatestValue, Series
+from portal.models import AuditEntry
+from portal.services import audit_record
+
+log = logging.getLogger(__name__)
+
+
+def alert_target(node_id: int, card_ref: str, labels: str) -> str:
+    return f"n{node_id}/{card_ref}/{labels}"[:128]
+
+
+def _holds(rule: AlertRule, value: float, limit: float) -> bool:
+    return value > limit if rule.op == AlertRule.Op.GT else value < limit
+
+
+def psu_budget_w(node_ids: Iterable[int]) -> dict[int, float]:
+    """Usable PSU capacity per node: non-redundant PSUs add up; a redundant set counts half."""
+    plain: dict[int, float] = defaultdict(float)
+    redundant: dict[int, float] = defaultdict(float)
+    for nid, cap, red in PSU.objects.filter(node_id__in=set(node_ids)).values_list(
+        "node_id", "capacity_w", "redundant"
+    ):
+        (redundant if red else plain)[nid] += cap
+    return {nid: plain[nid] + redundant[nid] / 2 for nid in set(plain) | set(redundant)}
+
+
+def alerts_evaluate(
+    series: Mapping[int, tuple[int, int, int | None]],
+    points: Mapping[int, Sequence[tuple[dt.datetime, float]]],
+    events: Sequence[Event],
+    *,
+    now: dt.datetime,
+    previous: Mapping[int, tuple[dt.datetime, float]] | None = None,
+) -> set[int]:
+    """Evaluate the enabled rules against this batch's samples of ``series`` and its ``events``.
+
+    ``previous``: latest (ts, value) of each series before this batch (stall rules need it).
+    Returns the ids of alerts that fired, resolved or were updated.
+    """
+    changed: set[int] = set()
+    if series:
+        changed |= _evaluate_series(series, points, now=now, previous=previous or {})
+    if events:
+        changed |= _evaluate_events(events, now=now)
+    return changed
+
+
+def _evaluate_series(
+    series: Mapping[int, tuple[int, int, int | None]],
+    points: Mapping[int, Sequence[tuple[dt.datetime, float]]],
+    *,
+    now: dt.datetime,
+    previous: Mapping[int, tuple[dt.datetime, float]],
+) -> set[int]:
+    meta = {
+        row[0]: row
+        for row in Series.objects.filter(pk__in=list(series)).values_list(
+            "id", "metric", "card_ref", "labels", "node_id", "card_id", "node__cluster_id"
+        )
+    }
+    rules = [
+        r
+        for r in AlertRule.objects.filter(enabled=True, metric__in={m[1] for m in meta.values()})
+        if r.kind != AlertRule.Kind.EVENT
+    ]
+    if not rules:
+        return set()
+    pairs: list[tuple[AlertRule, tuple[Any, ...]]] = []
+    for sid, (_id, metric, ref, _labels, _nid, _cid, cluster_id) in meta.items():
+        for rule in rules:
+            if rule.metric != metric or (rule.cluster_id is not None and rule.cluster_id != cluster_id):
+                continue
+            if (rule.scope == AlertRule.Scope.CARD) != bool(ref):
+                continue
+            pairs.append((rule, meta[sid]))
+    if not pairs:
+        return set()
+    rule_ids = {r.pk for r, _m in pairs}
+    sids = {m[0] for _r, m in pairs}
+    states = {
+        (s.rule_id, s.series_id): s
+        for s in AlertState.objects.filter(rule_id__in=rule_ids, series_id__in=sids)
+    }
+    targets = {alert_target(m[4], m[2], m[3]) for _r, m in pairs}
+    open_alerts = {
+        (a.rule_id, a.target): a
+        for a in Alert.objects.filter(status=Alert.Status.FIRING, rule_id__in=rule_ids, target__in=targets)
+    }
+    budgets = (
+        psu_budget_w({m[4] for r, m in pairs if r.relative_to == AlertRule.Relative.PSU_CAPACITY})
+        if any(r.relative_to for r, _m in pairs)
+        else {}
+    )
+    stall_sids = {m[0] for r, m in pairs if r.kind == AlertRule.Kind.STALL and m[0] not in previous}
+    prev = dict(previous)
+    if stall_sids:
+        prev.update(
+            {
+                sid: (ts, v)
+                for sid, ts, v in LatestValue.objects.filter(series_id__in=stall_sids).values_list(
+                    "series_id", "ts", "value"
+                )
+            }
+        )
+    changed: set[int] = set()
+    for rule, (sid, _metric, ref, labels, nid, cid, _cl) in pairs:
+        limit = rule.threshold
+        if rule.relative_to == AlertRule.Relative.PSU_CAPACITY:
+            if nid not in budgets:
+                continue
+            limit = budgets[nid] * rule.threshold / 100
+        target = alert_target(nid, ref, labels)
+        state = states.get((rule.pk, sid))
+        pending = state.pending_since if state else None
+        alert = open_alerts.get((rule.pk, target))
+        last: tuple[dt.datetime, float] | None = prev.get(sid)
+        for ts, value in sorted(points.get(sid, ())):
+            if rule.kind == AlertRule.Kind.STALL:
+                holds = last is not None and value <= last[1] and ts > last[0]
+                start = pending or (last[0] if last else ts)
+                last = (ts, value) if not holds or last is None else last
+            else:
+                holds = _holds(rule, value, limit)
+                start = pending or ts
+            if not holds:
+                pending = None
+                if alert is not None:
+                    _resolve(alert, ts, _("condition cleared at %(v)g") % {"v": value})
+                    changed.add(alert.pk)
+                    alert = None
+                continue
+            pending = start
+            if alert is None and (ts - pending).total_seconds() >= rule.duration_s:
+                alert = _fire(rule, target, nid, cid, sid, pending, ts, value, limit)
+                if alert is not None:
+                    changed.add(alert.pk)
+        _state_save(rule, sid, state, pending)
+    return changed
+
+
+def _state_save(rule: AlertRule, sid: int, state: AlertState | None, pending: dt.datetime | None) -> None:
+    """Keep a state row only while a condition holds: the quiet majority writes nothing."""
+    if pending is None:
+        if state is not None:
+            state.delete()
+    elif state is None:
+        AlertState.objects.create(rule=rule, series_id=sid, pending_since=pending)
+    elif state.pending_since != pending:
+        AlertState.objects.filter(pk=state.pk).update(pending_since=pending)
+
+
+def _message(rule: AlertRule, value: float, limit: float) -> str:
+    if rule.kind == AlertRule.Kind.STALL:
+        return _("%(metric)s stuck at %(v)g for %(d)s s") % {
+            "metric": rule.metric,
+            "v": value,
+            "d": rule.duration_s,
+        }
+    op = ">" if rule.op == AlertRule.Op.GT else "<"
+    return _("%(metric)s = %(v)g %(op)s %(limit)g for %(d)s s") % {
+        "metric": rule.metric,
+        "v": value,
+        "op": op,
+        "limit": limit,
+        "d": rule.duration_s,
+    }
+
+
+def _fire(
+    rule: AlertRule,
+    target: str,
+    node_id: int,
+    card_id: int | None,
+    series_id: int | None,
+    started: dt.datetime,
+    seen: dt.datetime,
+    value: float,
+    limit: float,
+    message: str | None = None,
+) -> Alert | None:
+    alert = Alert(
+        rule=rule,
+        target=target,
+        node_id=node_id,
+        card_id=card_id,
+        series_id=series_id,
+        severity=rule.severity,
+        started_at=started,
+        last_seen_at=seen,
+        value=value,
+        message=message or _message(rule, value, limit),
+    )
+    try:
+        with transaction.atomic():
+            alert.save()
+    except IntegrityError:  # a concurrent batch opened it first: one open alert per rule and target
+        return Alert.objects.filter(rule=rule, target=target, status=Alert.Status.FIRING).first()
+    transaction.on_commit(lambda: _enqueue_notify(alert.pk, "firing"))
+    return alert
+
+
+def _resolve(alert: Alert, when: dt.datetime, note: str) -> None:
+    alert.status = Alert.Status.RESOLVED
+    alert.resolved_at = when
+    alert.message = f"{alert.message} — {note}" if note else alert.message
+    alert.save(update_fields=["status", "resolved_at", "message"])
+    transaction.on_commit(lambda: _enqueue_notify(alert.pk, "resolved"))
+
+
+def _evaluate_events(events: Sequence[Event], *, now: dt.datetime) -> set[int]:
+    rules = list(
+        AlertRule.objects.filter(
+            enabled=True, kind=AlertRule.Kind.EVENT, event_kind__in={e.kind for e in events}
+        )
+    )
+    if not rules:
+        return set()
+    clusters = dict(Node.objects.filter(pk__in={e.node_id for e in events}).values_list("id", "cluster_id"))
+    changed: set[int] = set()
+    for event in sorted(events, key=lambda e: e.ts):
+        for rule in rules:
+            if rule.event_kind != event.kind or (
+                rule.cluster_id and rule.cluster_id != clusters.get(event.node_id)
+            ):
+                continue
+            scope_ref = event.card_ref if rule.scope == AlertRule.Scope.CARD else ""
+            labels = str(event.data.get("labels", "")) if isinstance(event.data, dict) else ""
+            target = alert_target(event.node_id, scope_ref, labels)
+            alert = Alert.objects.filter(rule=rule, target=target, status=Alert.Status.FIRING).first()
+            if alert is not None:
+                Alert.objects.filter(pk=alert.pk).update(last_seen_at=event.ts, message=event.message[:2000])
+            else:
+                alert = _fire(
+                    rule,
+                    target,
+                    event.node_id,
+                    event.card_id,
+                    None,
+                    event.ts,
+                    event.ts,
+                    0.0,
+                    0.0,
+                    message=event.message[:2000],
+                )
+            if alert is not None:
+                changed.add(alert.pk)
+    return changed
+
+
+# -- periodic and manual transitions ------------------------------------------------------------
+def alerts_resolve_quiet(*, now: dt.datetime | None = None) -> int:
+    """Resolve event alerts whose rule has a quiet period and saw no new event for that long."""
+    now = now or timezone.now()
+    resolved = 0
+    for alert in Alert.objects.filter(
+        status=Alert.Status.FIRING, rule__kind=AlertRule.Kind.EVENT, rule__duration_s__gt=0
+    ).select_related("rule"):
+        seen = alert.last_seen_at or alert.started_at
+        if (now - seen).total_seconds() >= alert.rule.duration_s:
+            with transaction.atomic():
+                _resolve(alert, now, _("no new event for %(d)s s") % {"d": alert.rule.duration_s})
+            resolved += 1
+    return resolved
+
+
+@transaction.atomic
+def alert_acknowledge(*, alert: Alert, user: Any) -> Alert:
+    if not user.has_perm("monitoring.acknowledge_alert"):
+        raise ValidationError(_("You may not acknowledge alerts."))
+    if alert.acknowledged_at is not None:
+        return alert
+    alert.acknowledged_at = timezone.now()
+    alert.acknowledged_by = user
+    alert.save(update_fields=["acknowledged_at", "acknowledged_by"])
+    audit_record(user=user, action=AuditEntry.Action.ACTION, instance=alert, message="alert acknowledged")
+    return alert
+
+
+@transaction.atomic
+def alert_resolve(*, alert: Alert, user: Any) -> Alert:
+    if not user.has_perm("monitoring.acknowledge_alert"):
+        raise ValidationError(_("You may not resolve alerts."))
+    if alert.status == Alert.Status.RESOLVED:
+        return alert
+    _resolve(alert, timezone.now(), _("resolved by %(u)s") % {"u": user.get_username()})
+    audit_record(user=user, action=AuditEntry.Action.ACTION, instance=alert, message="alert resolved by hand")
+    return alert
+
+
+# -- notifications ------------------------------------------------------------------------------
+def _enqueue_notify(alert_id: int, transition: str) -> None:
+    from monitoring.tasks import alert_notify_task
+
+    alert_notify_task.delay(alert_id, transition)
+
+
+def alert_payload(alert: Alert, transition: str) -> dict[str, Any]:
+    return {
+        "alert": alert.pk,
+        "transition": transition,
+        "rule": alert.rule.name,
+        "severity": alert.severity,
+        "status": alert.status,
+        "node": alert.node.hostname,
+        "card": alert.card.telemetry_id if alert.card else None,
+        "target": alert.target,
+        "value": alert.value,
+        "message": alert.message,
+        "started_at": alert.started_at.isoformat(),
+        "resolved_at": alert.resolved_at.isoformat() if alert.resolved_at else None,
+    }
+
+
+def alert_notify(alert_id: int, transition: str) -> list[str]:
+    """Send the webhook and the e-mails of the rule; request a drain when the rule asks.
+
+    Returns the errors (also stored on the alert); each channel is tried independently.
+    """
+    alert = Alert.objects.select_related("rule", "node", "card").get(pk=alert_id)
+    rule = alert.rule
+    payload = alert_payload(alert, transition)
+    errors: list[str] = []
+    if rule.notify_webhook:
+        try:
+            req = urllib.request.Request(  # noqa: S310 - admins configure the URL
+                rule.notify_webhook,
+                data=json.dumps(payload).encode(),
+                method="POST",
+                headers={"Content-Type": "application/json", "User-Agent": "Rackpilot"},
+            )
+            with urllib.request.urlopen(req, timeout=10) as resp:  # noqa: S310
+                resp.read(1024)
+        except OSError as exc:
+            errors.append(f"webhook: {exc}")
+    emails = [e.strip() for e in rule.notify_emails.replace(";", ",").split(",") if e.strip()]
+    if emails:
+        subject = f"[Rackpilot {alert.severity}] {transition}: {rule.name} on {alert.node.hostname}"
+        try:
+            send_mail(
+                subject, json.dumps(payload, indent=2), settings.PORTAL_TELEMETRY_ALERT_FROM_EMAIL, emails
+            )
+        except Exception as exc:  # noqa: BLE001 - any mail failure is recorded, never raised
+            errors.append(f"email: {exc}")
+    if rule.drain_node and transition == "firing":
+        errors.extend(_request_drain(alert))
+    Alert.objects.filter(pk=alert.pk).update(notified_at=timezone.now(), notify_error="\n".join(errors))
+    return errors
+
+
+def _request_drain(alert: Alert) -> list[str]:
+    """Ask the cluster layer (jobs app) for a drain of the alert's node."""
+    try:
+        from jobs import services as job_services  # the jobs app owns node actions
+    except ImportError:
+        return ["drain: the jobs app has no node actions yet"]
+    request = getattr(job_services, "node_drain_request", None)
+    if request is None:
+        return ["drain: jobs.services.node_drain_request is not available"]
+    try:
+        request(node=alert.node, user=None, reason=f"Rackpilot alert: {alert.rule.name}")
+    except Exception as exc:  # noqa: BLE001
+        return [f"drain: {exc}"]
+    return []

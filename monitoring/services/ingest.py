@@ -1,0 +1,468 @@
+"""Telemetry ingest: validate a batch, resolve series, COPY samples, upsert latest values, store
+events, evaluate the alert rules of the touched targets, all in one transaction; hand the changed
+ids to ``telemetry_ingested`` on commit.
+
+Entry points (the HTTP endpoint, the pull collectors and the simulator use them):
+``telemetry_ingest_text(format, text, node_hostname=…)`` and ``telemetry_ingest_samples(samples)``.
+A batch is all or nothing: any invalid sample raises ``IngestError`` and nothing is stored.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+from django.utils.translation import gettext as _
+
+from inventory.models import Card, Node
+from monitoring import storage
+from monitoring.models import Event, LatestValue, Series
+from monitoring.parsers import Event as ParsedEvent
+from monitoring.parsers import ParseError, ParseResult, heartbeat_events, parse, xid_events
+from monitoring.parsers.metrics import METRICS
+from monitoring.parsers.model import normalize_bus_id
+from monitoring.signals import telemetry_ingested
+
+# (hostname as reported, card ref, metric, labels text, ts, value)
+Item = tuple[str, str, str, str, dt.datetime, float]
+# series key -> (series id, node id, card id)
+SeriesKey = tuple[str, str, str, str]
+SeriesInfo = tuple[int, int, int | None]
+
+_series_cache: dict[str, dict[SeriesKey, SeriesInfo]] = {}
+SERIES_CACHE_MAX = 2_000_000
+STATEFUL_METRICS = frozenset({"xid_last", "heartbeat", "link_retrain_total", "link_up"})
+
+
+class IngestError(ValueError):
+    """The batch was refused; ``errors`` are human-readable reasons. Nothing was stored."""
+
+    def __init__(self, errors: Sequence[str]) -> None:
+        self.errors = list(errors)
+        super().__init__("; ".join(self.errors))
+
+
+@dataclass
+class IngestReport:
+    stored: int = 0
+    events: int = 0
+    skipped: int = 0
+    series_created: int = 0
+    unknown_cards: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    alert_ids: list[int] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "stored": self.stored,
+            "events": self.events,
+            "skipped": self.skipped,
+            "series_created": self.series_created,
+            "unknown_cards": self.unknown_cards,
+            "problems": self.problems,
+            "alerts": self.alert_ids,
+        }
+
+
+# Labels that tell series of one metric apart on a card/node. Others (index, board_type, sensor
+# thresholds, peer chip…) describe rather than identify, and would split a series when they change.
+SERIES_LABELS = frozenset({"sensor", "port", "chip", "scope", "xid"})
+
+
+def labels_text(labels: Iterable[tuple[str, str]] | Mapping[str, Any] | None) -> str:
+    if not labels:
+        return ""
+    pairs = labels.items() if isinstance(labels, Mapping) else labels
+    kept = sorted((str(k), str(v)) for k, v in pairs if k in SERIES_LABELS)
+    return ",".join(f"{k}={v}" for k, v in kept)[:255]
+
+
+def card_ref_normalise(raw: str | None) -> str:
+    """GPU/MIG UUIDs kept as they are; PCI addresses normalised to ``0000:3b:00.0``."""
+    if not raw:
+        return ""
+    raw = raw.strip()
+    if raw[:4].upper() in ("GPU-", "MIG-"):
+        return raw
+    return normalize_bus_id(raw) or raw[:64]
+
+
+def series_cache_clear() -> None:
+    _series_cache.clear()
+
+
+def _cache() -> dict[SeriesKey, SeriesInfo]:
+    return _series_cache.setdefault(str(connection.settings_dict["NAME"]), {})
+
+
+# -- public entry points ------------------------------------------------------------------------
+def telemetry_ingest_text(
+    format_name: str, text: str, *, node_hostname: str, ts: dt.datetime | None = None
+) -> IngestReport:
+    """Parse one tool output of ``format_name`` from ``node_hostname`` and ingest it."""
+    now = timezone.now()
+    try:
+        result = parse(format_name, text, node=node_hostname, ts=ts or now)
+    except ParseError as exc:
+        raise IngestError(
+            [_("Cannot parse %(format)s output: %(reason)s") % {"format": format_name, "reason": exc}]
+        )
+    return telemetry_ingest_result(result, node_hostname=node_hostname, now=now)
+
+
+def telemetry_ingest_result(
+    result: ParseResult, *, node_hostname: str, now: dt.datetime | None = None
+) -> IngestReport:
+    now = now or timezone.now()
+    items: list[Item] = []
+    skipped = 0
+    for s in result.samples:
+        if not math.isfinite(s.value):
+            skipped += 1
+            continue
+        items.append(
+            (
+                s.node or node_hostname,
+                card_ref_normalise(s.card),
+                s.metric,
+                labels_text(s.labels),
+                s.ts or now,
+                s.value,
+            )
+        )
+    report = _ingest(items, result.events, now=now, default_host=node_hostname)
+    report.skipped += skipped
+    report.problems = [f"line {p.line}: {p.field or ''} {p.reason}".strip() for p in result.problems][:50]
+    return report
+
+
+def telemetry_ingest_samples(
+    samples: Sequence[Mapping[str, Any]], *, only_node: str | None = None, now: dt.datetime | None = None
+) -> IngestReport:
+    """Ingest JSON-shaped samples ``{"ts", "node", "card", "metric", "value", "labels"?}``.
+
+    ``ts`` is ISO 8601 (naive = UTC) or epoch seconds; ``card`` may be empty for node metrics.
+    ``only_node``: a node token's hostname; every sample must be for it (``node`` may be omitted).
+    """
+    now = now or timezone.now()
+    items: list[Item] = []
+    errors: list[str] = []
+    known = METRICS
+    for i, s in enumerate(samples):
+        try:
+            if not isinstance(s, Mapping):
+                raise ValueError(_("not an object"))
+            metric = s.get("metric")
+            if metric not in known:
+                raise ValueError(_("unknown metric %(m)r") % {"m": metric})
+            host = s.get("node") or only_node
+            if not host or not isinstance(host, str):
+                raise ValueError(_("'node' is required"))
+            if only_node is not None and host != only_node:
+                raise ValueError(_("this token may only send samples for %(node)s") % {"node": only_node})
+            value = s.get("value")
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise ValueError(_("'value' must be a finite number"))
+            ts = _parse_ts(s.get("ts"), now)
+            card = s.get("card") or ""
+            if not isinstance(card, str):
+                raise ValueError(_("'card' must be a string"))
+            labels = s.get("labels")
+            if labels is not None and not isinstance(labels, Mapping):
+                raise ValueError(_("'labels' must be an object"))
+            items.append((host, card_ref_normalise(card), metric, labels_text(labels), ts, float(value)))
+        except ValueError as exc:
+            errors.append(f"[{i}] {exc}")
+            if len(errors) >= 20:
+                break
+    if errors:
+        raise IngestError(errors)
+    return _ingest(items, (), now=now, default_host=only_node)
+
+
+def _parse_ts(raw: Any, now: dt.datetime) -> dt.datetime:
+    if raw is None:
+        return now
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        return dt.datetime.fromtimestamp(raw, tz=dt.UTC)
+    if isinstance(raw, str):
+        try:
+            ts = dt.datetime.fromisoformat(raw)
+        except ValueError:
+            raise ValueError(_("'ts' is not an ISO 8601 time: %(v)r") % {"v": raw[:40]}) from None
+        return ts if ts.tzinfo is not None else ts.replace(tzinfo=dt.UTC)
+    raise ValueError(_("'ts' must be an ISO 8601 string or epoch seconds"))
+
+
+# -- the batch ----------------------------------------------------------------------------------
+def _ingest(
+    items: Sequence[Item], parsed_events: Iterable[ParsedEvent], *, now: dt.datetime, default_host: str | None
+) -> IngestReport:
+    report = IngestReport()
+    parsed_events = list(parsed_events)
+    if items:
+        _check_window(items, now)
+    with transaction.atomic():
+        resolved = _resolve_series(items, report)
+        rows: list[storage.SampleRow] = []
+        latest: dict[int, tuple[dt.datetime, float]] = {}
+        stateful: list[tuple[int, Item]] = []
+        rule_metrics = _rule_metrics()
+        watched: dict[int, list[tuple[dt.datetime, float]]] = {}
+        for item in items:
+            sid = resolved[(item[0], item[1], item[2], item[3])][0]
+            ts, value = item[4], item[5]
+            rows.append((ts, sid, value))
+            prev = latest.get(sid)
+            if prev is None or prev[0] <= ts:
+                latest[sid] = (ts, value)
+            metric = item[2]
+            if metric in rule_metrics:
+                watched.setdefault(sid, []).append((ts, value))
+            if metric in STATEFUL_METRICS:
+                stateful.append((sid, item))
+        if rows:
+            lo = min(r[0] for r in rows).astimezone(dt.UTC).date()
+            hi = max(r[0] for r in rows).astimezone(dt.UTC).date()
+            storage.partitions_ensure(lo + dt.timedelta(days=d) for d in range((hi - lo).days + 1))
+            storage.samples_write(rows)
+        events = _store_events([*parsed_events, *_derived_events(stateful, resolved)], default_host)
+        report.stored = len(rows)
+        report.events = len(events)
+        from monitoring.services.alerts import alerts_evaluate
+
+        by_sid = {info[0]: info for info in resolved.values()}
+        # before the latest values move: stall rules compare with the previous value
+        alert_ids = alerts_evaluate({sid: by_sid[sid] for sid in watched}, watched, events, now=now)
+        storage.latest_upsert([(sid, ts, v) for sid, (ts, v) in latest.items()])
+        report.alert_ids = sorted(alert_ids)
+        node_ids = {info[1] for info in resolved.values()} | {e.node_id for e in events}
+        card_ids = {info[2] for info in resolved.values() if info[2] is not None}
+        transaction.on_commit(
+            lambda: telemetry_ingested.send(
+                sender=Series, node_ids=node_ids, card_ids=card_ids, alert_ids=set(alert_ids)
+            )
+        )
+    return report
+
+
+def _check_window(items: Sequence[Item], now: dt.datetime) -> None:
+    oldest = now - dt.timedelta(days=settings.PORTAL_TELEMETRY_RAW_RETENTION_DAYS)
+    newest = now + dt.timedelta(seconds=settings.PORTAL_TELEMETRY_MAX_FUTURE_S)
+    errors = [
+        _("[%(i)s] ts %(ts)s is outside the accepted window %(lo)s .. %(hi)s")
+        % {
+            "i": i,
+            "ts": it[4].isoformat(),
+            "lo": oldest.isoformat(timespec="seconds"),
+            "hi": newest.isoformat(timespec="seconds"),
+        }
+        for i, it in enumerate(items)
+        if not (oldest <= it[4] <= newest)
+    ]
+    if errors:
+        raise IngestError(errors[:20])
+
+
+def _nodes_by_name(names: Iterable[str]) -> dict[str, Node]:
+    """Hostnames as the tools report them -> nodes (exact hostname, Slurm name, or short name)."""
+    names = set(names)
+    if not names:
+        return {}
+    q = Q(hostname__in=names) | Q(slurm_name__in=names)
+    for name in names:
+        q |= Q(hostname__startswith=f"{name}.")
+    found: dict[str, Node] = {}
+    for node in Node.objects.filter(q).order_by("pk"):
+        for name in (node.hostname, node.slurm_name, node.hostname.split(".")[0]):
+            if name in names:
+                found.setdefault(name, node)
+    return found
+
+
+def _resolve_series(items: Sequence[Item], report: IngestReport) -> dict[SeriesKey, SeriesInfo]:
+    cache = _cache()
+    resolved: dict[SeriesKey, SeriesInfo] = {}
+    missing: set[SeriesKey] = set()
+    for item in items:
+        key = (item[0], item[1], item[2], item[3])
+        if key in resolved:
+            continue
+        info = cache.get(key)
+        if info is None:
+            missing.add(key)
+        else:
+            resolved[key] = info
+    if not missing:
+        return resolved
+    nodes = _nodes_by_name(k[0] for k in missing)
+    unknown = sorted({k[0] for k in missing} - set(nodes))
+    if unknown:
+        raise IngestError(
+            [_("unknown node %(n)r: add it to the inventory first") % {"n": n} for n in unknown[:20]]
+        )
+    cards = _card_index({n.pk for n in nodes.values()})
+    wanted: dict[tuple[int, str, str, str], SeriesKey] = {}
+    for key in missing:
+        wanted[(nodes[key[0]].pk, key[1], key[2], key[3])] = key
+    existing = _series_lookup(wanted)
+    to_create = [
+        Series(node_id=nid, card_ref=ref, metric=metric, labels=labels, card_id=cards.get((nid, ref)))
+        for (nid, ref, metric, labels) in wanted
+        if (nid, ref, metric, labels) not in existing
+    ]
+    if to_create:
+        Series.objects.bulk_create(to_create, ignore_conflicts=True)
+        existing = _series_lookup(wanted)
+        report.series_created = len(to_create)
+    fresh: dict[SeriesKey, SeriesInfo] = {}
+    for dbkey, key in wanted.items():
+        fresh[key] = existing[dbkey]
+    resolved.update(fresh)
+    report.unknown_cards = sorted({k[1] for k, info in fresh.items() if k[1] and info[2] is None})
+
+    def remember() -> None:
+        if len(cache) > SERIES_CACHE_MAX:
+            cache.clear()
+        cache.update(fresh)
+
+    transaction.on_commit(remember)
+    return resolved
+
+
+def _series_lookup(
+    wanted: Mapping[tuple[int, str, str, str], SeriesKey],
+) -> dict[tuple[int, str, str, str], SeriesInfo]:
+    node_ids = {k[0] for k in wanted}
+    metrics = {k[2] for k in wanted}
+    out: dict[tuple[int, str, str, str], SeriesInfo] = {}
+    rows = Series.objects.filter(node_id__in=node_ids, metric__in=metrics).values_list(
+        "id", "node_id", "card_ref", "metric", "labels", "card_id"
+    )
+    for sid, nid, ref, metric, labels, card_id in rows:
+        key = (nid, ref, metric, labels)
+        if key in wanted:
+            out[key] = (sid, nid, card_id)
+    return out
+
+
+def _card_index(node_ids: set[int]) -> dict[tuple[int, str], int]:
+    """(node id, card ref) -> card id, by GPU UUID and by normalised PCI bus id."""
+    index: dict[tuple[int, str], int] = {}
+    for cid, nid, uuid, bus in Card.objects.filter(node_id__in=node_ids).values_list(
+        "id", "node_id", "gpu_uuid", "pci_bus_id"
+    ):
+        if uuid:
+            index[(nid, uuid)] = cid
+        if bus:
+            index[(nid, normalize_bus_id(bus) or bus)] = cid
+    return index
+
+
+def _derived_events(
+    stateful: list[tuple[int, Item]], resolved: Mapping[SeriesKey, SeriesInfo]
+) -> list[ParsedEvent]:
+    """Events that need the previous value: Xid changes, heartbeat stalls, link retrains, link flaps."""
+    if not stateful:
+        return []
+    previous = dict(
+        LatestValue.objects.filter(series_id__in={sid for sid, _item in stateful}).values_list(
+            "series_id", "value"
+        )
+    )
+    out: list[ParsedEvent] = []
+    prev_xid: dict[str, int] = {}
+    prev_hb: dict[str, float] = {}
+    current = ParseResult()
+    from monitoring.parsers import Sample as ParsedSample
+
+    for sid, (host, ref, metric, labels, ts, value) in sorted(stateful, key=lambda x: x[1][4]):
+        before = previous.get(sid)
+        previous[sid] = value
+        if before is None:
+            continue
+        if metric == "xid_last" and ref:
+            prev_xid[ref] = int(before)
+            current.samples.append(ParsedSample(metric, value, "count", ts, host, ref))
+        elif metric == "heartbeat" and ref:
+            prev_hb[ref] = before
+            current.samples.append(ParsedSample(metric, value, "count", ts, host, ref))
+        elif metric == "link_retrain_total" and value > before:
+            out.append(
+                ParsedEvent(
+                    "link_retrain",
+                    ts,
+                    host,
+                    ref or None,
+                    "warning",
+                    f"link retrained {value - before:g} time(s) ({labels})",
+                    {"labels": labels, "count": value, "previous": before},
+                )
+            )
+        elif metric == "link_up" and value != before:
+            up = value >= 1
+            out.append(
+                ParsedEvent(
+                    "link_up" if up else "link_down", ts, host, ref or None, "info" if up else "warning",
+                    f"link {'up' if up else 'down'} ({labels})", {"labels": labels},
+                )
+            )
+    out.extend(xid_events(prev_xid, current))
+    out.extend(heartbeat_events(prev_hb, current))
+    return out
+
+
+def _store_events(events: Sequence[ParsedEvent], default_host: str | None) -> list[Event]:
+    if not events:
+        return []
+    nodes = _nodes_by_name({e.node or default_host or "" for e in events} - {""})
+    cards = _card_index({n.pk for n in nodes.values()})
+    rows: list[Event] = []
+    seen: set[tuple[Any, ...]] = set()
+    now = timezone.now()
+    for e in events:
+        node = nodes.get(e.node or default_host or "")
+        if node is None:
+            continue  # a log line naming a host we do not manage
+        ref = card_ref_normalise(e.card)
+        key = (node.pk, ref, e.kind, e.ts, e.message)
+        if key in seen:  # a parser and the derived pass may both report a link going down
+            continue
+        seen.add(key)
+        rows.append(
+            Event(
+                ts=e.ts or now,
+                node=node,
+                card_id=cards.get((node.pk, ref)),
+                card_ref=ref,
+                kind=e.kind,
+                severity=e.severity,
+                message=e.message[:2000],
+                data=_jsonable(e.data),
+            )
+        )
+    return Event.objects.bulk_create(rows)
+
+
+def _jsonable(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        k: (v if isinstance(v, int | float | str | bool | type(None) | list | dict) else str(v))
+        for k, v in data.items()
+    }
+
+
+def _rule_metrics() -> frozenset[str]:
+    from monitoring.models import AlertRule
+
+    return frozenset(
+        AlertRule.objects.filter(enabled=True)
+        .exclude(kind=AlertRule.Kind.EVENT)
+        .values_list("metric", flat=True)
+    )
