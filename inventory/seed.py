@@ -23,12 +23,15 @@ from inventory.models import (
     CardModel,
     ChassisModel,
     Cluster,
+    Fabric,
+    FabricMember,
     Node,
     Port,
     PortTemplate,
     PowerFeed,
     PowerLead,
     Rack,
+    ReadinessCheck,
     Site,
 )
 
@@ -289,6 +292,8 @@ def seed_rig(models: dict[str, CardModel], chassis: dict[str, ChassisModel]) -> 
             length_m=Decimal("0.5"),
             label=f"{a}{ap[-1]}-{b}{bp[-1]}",
         )
+    seed_rig_fabric(cluster, cards)
+    seed_rig_readiness(rig)
     return cluster
 
 
@@ -419,6 +424,7 @@ def seed_pod(models: dict[str, CardModel], chassis: dict[str, ChassisModel]) -> 
             _cable(
                 nic, sw_port, kind=CableKind.INFINIBAND, length_m=Decimal("2"), label=f"{node.hostname}-ib"
             )
+    seed_pod_fabric(cluster)
     return cluster
 
 
@@ -462,6 +468,70 @@ def seed_desk(models: dict[str, CardModel], chassis: dict[str, ChassisModel]) ->
         psu = _upsert(PSU, {"node": node, "name": "adapter"}, feed=feed, capacity_w=240, efficiency_pct=90)
         _upsert(PowerLead, {"psu": psu, "name": "USB-C PD"}, kind=LeadKind.DC_BARREL, card=card)
     return cluster
+
+
+def _fabric(
+    name: str,
+    cluster: Cluster,
+    template: str,
+    members: list[tuple[str, str, Card | None, Node | None]],
+    **fields: Any,
+) -> Fabric:
+    fabric = _upsert(Fabric, {"name": name}, cluster=cluster, template=template, **fields)
+    for position, (label, role, card, node) in enumerate(members):
+        _upsert(
+            FabricMember,
+            {"fabric": fabric, "position": position},
+            label=label,
+            role=role,
+            card=card,
+            node=node,
+        )
+    FabricMember.objects.filter(fabric=fabric, position__gte=len(members)).delete()
+    return fabric
+
+
+def seed_rig_fabric(cluster: Cluster, cards: dict[str, Card]) -> Fabric:
+    """rig-01's QSFP-DD full mesh, checked against the guide's port map."""
+    return _fabric(
+        "rig-01-mesh",
+        cluster,
+        "mesh4",
+        [(k, "card", cards[k], None) for k in "ABCD"],
+        description="The first guide's 6-cable full mesh",
+    )
+
+
+def seed_rig_readiness(rig: Node) -> None:
+    """The BIOS switches the rig's notes record, the cards' firmware, and the derived checks."""
+    from inventory.readiness import readiness_evaluate
+
+    manual = [
+        ("above_4g_decoding", "pass", "Enabled (per the rig's notes)"),
+        ("resizable_bar", "pass", "Enabled (per the rig's notes)"),
+        ("pcie_aer_os_first", "pass", "OS First (required by the Tenstorrent driver)"),
+        ("firmware_version", "pass", "18.2.0 on all four cards"),
+        ("driver_version", "unknown", "tt-kmd version not recorded yet"),
+    ]
+    for key, status, detail in manual:
+        _upsert(ReadinessCheck, {"node": rig, "key": key}, status=status, detail=detail, source="manual")
+    readiness_evaluate(rig)
+
+
+def seed_pod_fabric(cluster: Cluster) -> Fabric:
+    """h100-pod's InfiniBand star: every host on ib-sw01."""
+    nodes = {n.hostname: n for n in Node.objects.filter(cluster=cluster)}
+    hosts = ["gpu01", "gpu02", "gpu03", "gpu04", "login01", "nfs01"]
+    members: list[tuple[str, str, Card | None, Node | None]] = [("ib-sw01", "switch", None, nodes["ib-sw01"])]
+    members += [(h, "host", None, nodes[h]) for h in hosts]
+    return _fabric(
+        "h100-pod-ib",
+        cluster,
+        "star",
+        members,
+        params={"oversubscription": 1},
+        description="InfiniBand NDR star around the QM9700",
+    )
 
 
 @transaction.atomic
