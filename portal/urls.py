@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
+from monitoring import views as monitoring_views
 from portal.api import audit as audit_api
 from portal.views import system
 from portal.views.audit import AuditListView
@@ -23,6 +24,7 @@ def api_root(request: Request) -> Response:
         {
             "inventory": reverse("api:inventory:api-root", request=request),
             "jobs": reverse("api:jobs:api-root", request=request),
+            "monitoring": reverse("api:monitoring:api-root", request=request),
             "audit": reverse("api:portal:auditentry-list", request=request),
         }
     )
@@ -32,6 +34,7 @@ api_patterns: list[Any] = [
     path("", api_root, name="root"),
     path("inventory/", include("inventory.api.urls")),
     path("jobs/", include("jobs.api.urls")),
+    path("monitoring/", include("monitoring.api.urls")),
     path("", include((audit_api.urlpatterns, "portal"))),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
@@ -54,5 +57,7 @@ urlpatterns = [
     path("account/", include((portal_patterns, "portal"))),
     path("inventory/", include("inventory.urls")),
     path("jobs/", include("jobs.urls")),
+    path("monitoring/", include("monitoring.urls")),
+    path("metrics", monitoring_views.metrics, name="metrics"),
     path("audit/", AuditListView.as_view(), name="audit_list"),
 ]

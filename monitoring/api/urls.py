@@ -1,0 +1,18 @@
+from django.urls import path
+from rest_framework.routers import DefaultRouter
+
+from monitoring.api import views
+
+app_name = "monitoring"
+
+router = DefaultRouter()
+router.register("alert-rules", views.AlertRuleViewSet, basename="alertrule")
+router.register("alerts", views.AlertViewSet, basename="alert")
+router.register("events", views.EventViewSet, basename="event")
+
+urlpatterns = [
+    path("ingest/", views.IngestView.as_view(), name="ingest"),
+    path("series/", views.SeriesView.as_view(), name="series"),
+    path("latest/", views.LatestView.as_view(), name="latest"),
+    *router.urls,
+]

@@ -1,0 +1,231 @@
+"""Reads of the monitoring app: latest values, series with a resolution choice, alerts, events."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from monitoring import storage
+from monitoring.models import Alert, AlertRule, Event, LatestValue, Series
+
+MAX_POINTS = 11_000
+RESOLUTION_NAMES = {0: "raw", 60: "1m", 3600: "1h"}
+
+
+class SeriesQueryError(ValueError):
+    pass
+
+
+def _target_filter(*, node: str | None = None, card: str | None = None) -> Q:
+    q = Q()
+    if node:
+        q &= Q(node_id=int(node)) if node.isdigit() else Q(node__hostname=node)
+    if card:
+        q &= Q(card_id=int(card)) if card.isdigit() else (Q(card_ref=card) | Q(card__gpu_uuid=card))
+    return q
+
+
+def series_list(
+    *, node: str | None = None, card: str | None = None, metric: str | None = None, labels: str | None = None
+) -> QuerySet[Series]:
+    qs = Series.objects.filter(_target_filter(node=node, card=card)).select_related("node", "card")
+    if metric:
+        qs = qs.filter(metric=metric)
+    if labels is not None:
+        qs = qs.filter(labels=labels)
+    return qs.order_by("id")
+
+
+def latest_value_list(
+    *, node: str | None = None, card: str | None = None, metric: str | None = None
+) -> QuerySet[LatestValue]:
+    q = Q()
+    if node:
+        q &= Q(series__node_id=int(node)) if node.isdigit() else Q(series__node__hostname=node)
+    if card:
+        q &= (
+            Q(series__card_id=int(card))
+            if card.isdigit()
+            else (Q(series__card_ref=card) | Q(series__card__gpu_uuid=card))
+        )
+    if metric:
+        q &= Q(series__metric=metric)
+    return LatestValue.objects.filter(q).order_by("series_id")
+
+
+def resolution_choose(step: int, start: dt.datetime, *, now: dt.datetime | None = None) -> int:
+    """The coarsest stored resolution not coarser than ``step`` that still covers ``start``
+    (raw, 1-minute or 1-hour); if none is fine enough, the finest that covers it."""
+    now = now or timezone.now()
+    keep = {
+        0: settings.PORTAL_TELEMETRY_RAW_RETENTION_DAYS,
+        60: settings.PORTAL_TELEMETRY_1M_RETENTION_DAYS,
+        3600: settings.PORTAL_TELEMETRY_1H_RETENTION_DAYS,
+    }
+    covering = [src for src, days in keep.items() if days <= 0 or start >= now - dt.timedelta(days=days)]
+    if not covering:
+        covering = [3600]
+    fitting = [src for src in covering if src <= step]
+    return max(fitting) if fitting else min(covering)
+
+
+@dataclass
+class SeriesResult:
+    resolution: int
+    step: int
+    start: dt.datetime
+    end: dt.datetime
+    series: list[dict[str, Any]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "resolution": RESOLUTION_NAMES[self.resolution],
+            "step": self.step,
+            "from": self.start.isoformat(),
+            "to": self.end.isoformat(),
+            "series": self.series,
+        }
+
+
+def series_query(
+    *,
+    metric: str,
+    start: dt.datetime,
+    end: dt.datetime,
+    step: int,
+    node: str | None = None,
+    card: str | None = None,
+    labels: str | None = None,
+    now: dt.datetime | None = None,
+) -> SeriesResult:
+    """Points ``[epoch s, min, avg, max]`` of the matching series, bucketed by ``step`` seconds."""
+    if end <= start:
+        raise SeriesQueryError("'to' must be after 'from'")
+    if step < 1:
+        raise SeriesQueryError("'step' must be at least 1 second")
+    if not node and not card:
+        raise SeriesQueryError("give a 'card' or a 'node'")
+    source = resolution_choose(step, start, now=now)
+    step = max(step, source or 1)
+    if (end - start).total_seconds() / step > MAX_POINTS:
+        raise SeriesQueryError(f"more than {MAX_POINTS} points: use a larger 'step'")
+    rows = list(
+        series_list(node=node, card=card, metric=metric, labels=labels).values(
+            "id", "node__hostname", "card_id", "card_ref", "labels"
+        )
+    )
+    points: dict[int, list[list[float]]] = {r["id"]: [] for r in rows}
+    for sid, bucket, mn, av, mx in storage.series_buckets(list(points), step, start, end, source):
+        points[sid].append([bucket, mn, av, mx])
+    series = [
+        {
+            "id": r["id"],
+            "node": r["node__hostname"],
+            "card": r["card_id"],
+            "card_ref": r["card_ref"],
+            "labels": r["labels"],
+            "points": points[r["id"]],
+        }
+        for r in rows
+    ]
+    return SeriesResult(resolution=source, step=step, start=start, end=end, series=series)
+
+
+def alert_list(*, status: str | None = None, node: str | None = None) -> QuerySet[Alert]:
+    qs = Alert.objects.select_related("rule", "node", "card", "acknowledged_by")
+    if status:
+        qs = qs.filter(status=status)
+    if node:
+        qs = qs.filter(node_id=int(node)) if node.isdigit() else qs.filter(node__hostname=node)
+    return qs
+
+
+def alert_rule_list() -> QuerySet[AlertRule]:
+    return AlertRule.objects.select_related("cluster")
+
+
+def event_list(
+    *, node: str | None = None, kind: str | None = None, since: dt.datetime | None = None
+) -> QuerySet[Event]:
+    qs = Event.objects.select_related("node", "card")
+    if node:
+        qs = qs.filter(node_id=int(node)) if node.isdigit() else qs.filter(node__hostname=node)
+    if kind:
+        qs = qs.filter(kind=kind)
+    if since:
+        qs = qs.filter(ts__gte=since)
+    return qs
+
+
+def unknown_card_refs(node_ids: Iterable[int] | None = None) -> dict[int, list[str]]:
+    """node id -> card ids the tools report that the inventory does not know (readiness uses this)."""
+    qs = Series.objects.filter(card__isnull=True).exclude(card_ref="")
+    if node_ids is not None:
+        qs = qs.filter(node_id__in=list(node_ids))
+    out: dict[int, list[str]] = {}
+    for nid, ref in qs.values_list("node_id", "card_ref").distinct().order_by("node_id", "card_ref"):
+        out.setdefault(nid, []).append(ref)
+    return out
+
+
+def metrics_exposition(*, max_age_s: int = 600, now: dt.datetime | None = None) -> str:
+    """Prometheus text (0.0.4): the portal's own health and every fresh latest value."""
+    from inventory.models import Node
+
+    now = now or timezone.now()
+    lines = [
+        "# HELP rackpilot_up Rackpilot answers.",
+        "# TYPE rackpilot_up gauge",
+        "rackpilot_up 1",
+        "# HELP rackpilot_nodes Nodes in the inventory.",
+        "# TYPE rackpilot_nodes gauge",
+        f"rackpilot_nodes {Node.objects.count()}",
+        "# HELP rackpilot_series Telemetry series known.",
+        "# TYPE rackpilot_series gauge",
+        f"rackpilot_series {Series.objects.count()}",
+        "# HELP rackpilot_alerts_firing Open alerts by severity.",
+        "# TYPE rackpilot_alerts_firing gauge",
+    ]
+    firing = _firing_by_severity()
+    for sev in ("info", "warning", "critical"):
+        lines.append(f'rackpilot_alerts_firing{{severity="{sev}"}} {firing.get(sev, 0)}')
+    rows = (
+        LatestValue.objects.filter(ts__gte=now - dt.timedelta(seconds=max_age_s))
+        .order_by("series__metric", "series_id")
+        .values_list(
+            "series__metric", "series__node__hostname", "series__card_ref", "series__labels", "value"
+        )
+    )
+    current = None
+    for metric, host, ref, labels, value in rows.iterator(chunk_size=5000):
+        name = f"rackpilot_{metric}"
+        if metric != current:
+            lines.append(f"# TYPE {name} gauge")
+            current = metric
+        parts = [f'node="{_esc(host)}"']
+        if ref:
+            parts.append(f'card="{_esc(ref)}"')
+        for pair in labels.split(",") if labels else ():
+            k, _sep, v = pair.partition("=")
+            parts.append(f'{k}="{_esc(v)}"')
+        lines.append(f"{name}{{{','.join(parts)}}} {value!r}")
+    return "\n".join(lines) + "\n"
+
+
+def _firing_by_severity() -> dict[str, int]:
+    from django.db.models import Count
+
+    return {
+        row["severity"]: row["n"]
+        for row in Alert.objects.filter(status=Alert.Status.FIRING).values("severity").annotate(n=Count("id"))
+    }
+
+
+def _esc(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

@@ -1,0 +1,16 @@
+from django.urls import path
+
+from monitoring import views as v
+
+app_name = "monitoring"
+
+urlpatterns = [
+    path("alerts/", v.AlertListView.as_view(), name="alert_list"),
+    path("alerts/<int:pk>/acknowledge/", v.alert_acknowledge, name="alert_acknowledge"),
+    path("alerts/<int:pk>/resolve/", v.alert_resolve, name="alert_resolve"),
+    path("alert-rules/", v.AlertRuleListView.as_view(), name="alertrule_list"),
+    path("alert-rules/add/", v.AlertRuleEditView.as_view(), name="alertrule_add"),
+    path("alert-rules/<int:pk>/", v.AlertRuleView.as_view(), name="alertrule"),
+    path("alert-rules/<int:pk>/edit/", v.AlertRuleEditView.as_view(), name="alertrule_edit"),
+    path("alert-rules/<int:pk>/delete/", v.AlertRuleDeleteView.as_view(), name="alertrule_delete"),
+]

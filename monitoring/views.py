@@ -1,0 +1,172 @@
+"""Pages: alerts (acknowledge / resolve), alert rules (admins edit), energy report; and /metrics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib.auth.decorators import login_required, permission_required
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.translation import gettext_lazy as _
+from django.views.decorators.http import require_POST
+
+from monitoring import selectors, services
+from monitoring.models import Alert, AlertRule
+from portal.services import api_token_authenticate
+from portal.views.generic import Column, ObjectDeleteView, ObjectDetailView, ObjectEditView, ObjectListView
+
+
+def _alert_actions(alert: Alert) -> Any:
+    buttons = []
+    if alert.acknowledged_at is None:
+        buttons.append(
+            format_html(
+                '<button type="button" hx-post="{}">{}</button>',
+                reverse("monitoring:alert_acknowledge", args=[alert.pk]),
+                _("Acknowledge"),
+            )
+        )
+    if alert.status == Alert.Status.FIRING:
+        buttons.append(
+            format_html(
+                '<button type="button" hx-post="{}">{}</button>',
+                reverse("monitoring:alert_resolve", args=[alert.pk]),
+                _("Resolve"),
+            )
+        )
+    return format_html("{}", format_html(" ".join(["{}"] * len(buttons)), *buttons)) if buttons else "—"
+
+
+class AlertListView(ObjectListView):
+    model = Alert
+    queryset = selectors.alert_list
+    title = _("Alerts")
+    columns = (
+        Column(_("Started"), "started_at", order_by="started_at"),
+        Column(_("Status"), "status", order_by="status"),
+        Column(_("Severity"), "severity", order_by="severity"),
+        Column(_("Rule"), "rule"),
+        Column(_("Node"), "node"),
+        Column(_("Card"), render=lambda a: a.card or (a.target.split("/")[1] or None)),
+        Column(_("Value"), "value"),
+        Column(_("Message"), "message"),
+        Column(_("Acknowledged"), "acknowledged_by"),
+        Column(_("Actions"), render=_alert_actions),
+    )
+
+    def get_queryset(self) -> Any:
+        status = self.request.GET.get("status", "firing")
+        return selectors.alert_list(status=status if status in Alert.Status.values else None)
+
+
+def _transition(request: HttpRequest, pk: int, service: Any) -> HttpResponse:
+    alert = get_object_or_404(Alert, pk=pk)
+    try:
+        service(alert=alert, user=request.user)
+    except ValidationError as exc:
+        return HttpResponse(exc.messages[0], status=403)
+    response = HttpResponse(status=204)
+    response["HX-Refresh"] = "true"
+    return response
+
+
+@require_POST
+@login_required
+@permission_required("monitoring.acknowledge_alert", raise_exception=True)
+def alert_acknowledge(request: HttpRequest, pk: int) -> HttpResponse:
+    return _transition(request, pk, services.alert_acknowledge)
+
+
+@require_POST
+@login_required
+@permission_required("monitoring.acknowledge_alert", raise_exception=True)
+def alert_resolve(request: HttpRequest, pk: int) -> HttpResponse:
+    return _transition(request, pk, services.alert_resolve)
+
+
+class AlertRuleForm(forms.ModelForm[AlertRule]):
+    class Meta:
+        model = AlertRule
+        fields = [
+            "name",
+            "kind",
+            "metric",
+            "event_kind",
+            "scope",
+            "cluster",
+            "op",
+            "threshold",
+            "relative_to",
+            "duration_s",
+            "severity",
+            "enabled",
+            "notify_webhook",
+            "notify_emails",
+            "drain_node",
+            "description",
+        ]
+
+
+class AlertRuleListView(ObjectListView):
+    model = AlertRule
+    queryset = selectors.alert_rule_list
+    title = _("Alert rules")
+    columns = (
+        Column(_("Name"), "name", link=True, order_by="name"),
+        Column(_("Kind"), "kind"),
+        Column(_("Metric / event"), render=lambda r: r.metric or r.event_kind),
+        Column(_("Scope"), "scope"),
+        Column(
+            _("Condition"),
+            render=lambda r: (
+                ""
+                if r.kind != "threshold"
+                else f"{r.get_op_display()} {r.threshold:g}{'%' if r.relative_to else ''}"
+            ),
+        ),
+        Column(_("For (s)"), "duration_s"),
+        Column(_("Severity"), "severity"),
+        Column(_("Enabled"), "enabled"),
+    )
+
+
+class AlertRuleView(ObjectDetailView):
+    model = AlertRule
+    queryset = selectors.alert_rule_list
+    fields = tuple(Column(AlertRule._meta.get_field(f).verbose_name, f) for f in AlertRuleForm.Meta.fields)
+
+
+class AlertRuleEditView(ObjectEditView):
+    model = AlertRule
+    form_class = AlertRuleForm
+
+
+class AlertRuleDeleteView(ObjectDeleteView):
+    model = AlertRule
+    success_url = "/monitoring/alert-rules/"
+
+
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus exposition of the portal's health and the latest telemetry.
+
+    Scrape with `authorization: {type: Token, credentials: <API token>}`; a session works too.
+    Needs monitoring.view_latestvalue.
+    """
+    user = request.user
+    header = request.headers.get("Authorization", "").split()
+    if len(header) == 2 and header[0].lower() == "token":
+        token = api_token_authenticate(header[1])
+        if token is None:
+            return HttpResponse("invalid token\n", status=401, content_type="text/plain")
+        user = token.user
+    if not user.is_authenticated:
+        return HttpResponse("authentication required\n", status=401, content_type="text/plain")
+    if not user.has_perm("monitoring.view_latestvalue"):
+        return HttpResponse("permission denied\n", status=403, content_type="text/plain")
+    return HttpResponse(
+        selectors.metrics_exposition(), content_type="text/plain; version=0.0.4; charset=utf-8"
+    )
