@@ -1,7 +1,23 @@
 """Job and node-operation pages (namespace `jobs`)."""
 
-from typing import Any
+from django.urls import path
+
+from jobs import views as v
 
 app_name = "jobs"
 
-urlpatterns: list[Any] = []
+urlpatterns = [
+    path("", v.job_list, name="job_list"),
+    path("submit/", v.job_submit, name="job_submit"),
+    path("<int:pk>/", v.job_detail, name="job"),
+    path("<int:pk>/output/", v.job_output, name="job_output"),
+    path("<int:pk>/cancel/", v.job_cancel, name="job_cancel"),
+    path("actions/", v.action_list, name="action_list"),
+    path("actions/<uuid:pk>/", v.action_detail, name="action"),
+    path("nodes/", v.node_ops, name="node_ops"),
+    path("nodes/<int:pk>/row/", v.node_row, name="node_row"),
+    path("templates/", v.JobTemplateListView.as_view(), name="jobtemplate_list"),
+    path("templates/add/", v.JobTemplateEditView.as_view(), name="jobtemplate_add"),
+    path("templates/<int:pk>/", v.JobTemplateView.as_view(), name="jobtemplate"),
+    path("templates/<int:pk>/edit/", v.JobTemplateEditView.as_view(), name="jobtemplate_edit"),
+]

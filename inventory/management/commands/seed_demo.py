@@ -10,4 +10,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         clusters = seed_demo()
+        from jobs.seed import jobs_seed_templates
+
+        jobs_seed_templates()
         self.stdout.write(self.style.SUCCESS("Seeded: " + ", ".join(c.name for c in clusters)))

@@ -1,0 +1,36 @@
+"""Small display helpers of the job pages."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django import template
+from django.utils import timezone
+
+register = template.Library()
+
+
+def format_duration(delta: timedelta | None) -> str:
+    if delta is None:
+        return "—"
+    total = max(0, int(delta.total_seconds()))
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, seconds = divmod(rest, 60)
+    text = f"{hours:d}:{minutes:02d}:{seconds:02d}"
+    return f"{days}-{text}" if days else text
+
+
+@register.filter
+def elapsed(job: Any) -> str:
+    """Run time so far (running) or in all (finished), Slurm-style ``D-H:MM:SS``."""
+    if job.start_time is None:
+        return "—"
+    end = job.end_time or (timezone.now() if job.is_active else None)
+    return format_duration(end - job.start_time) if end else "—"
+
+
+@register.filter
+def minutes(value: int | None) -> str:
+    return format_duration(timedelta(minutes=value)) if value else "—"
