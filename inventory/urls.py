@@ -3,6 +3,7 @@ from django.urls import path
 from inventory import forms as f
 from inventory import models as m
 from inventory import views as v
+from inventory import views_topology as vt
 
 app_name = "inventory"
 
@@ -62,4 +63,11 @@ urlpatterns = [
     ),
     path("ports/", v.PortListView.as_view(), name="port_list"),
     path("ports/add/", v.edit_view(m.Port, f.PortForm).as_view(), name="port_add"),
+    *crud("fabrics", "fabric", vt.FabricListView, vt.FabricView, vt.FabricEditView, m.Fabric),
+    path("fabrics/<int:pk>/plan/", vt.FabricPlanView.as_view(), name="fabric_plan"),
+    path("fabrics/<int:pk>/wiring/", vt.FabricWiringView.as_view(), name="fabric_wiring"),
+    path("psus/<int:pk>/budget/", vt.PSUBudgetPageView.as_view(), name="psu_budget"),
+    path("power-feeds/<int:pk>/budget/", vt.FeedBudgetPageView.as_view(), name="powerfeed_budget"),
+    path("nodes/<int:pk>/power/", vt.NodePowerPageView.as_view(), name="node_power"),
+    path("nodes/<int:pk>/readiness/", vt.NodeReadinessPageView.as_view(), name="node_readiness"),
 ]

@@ -23,7 +23,9 @@ from inventory.models import (
     Rack,
     Site,
 )
+from inventory.readiness import node_readiness, with_readiness
 from inventory.services import cable_connect, cable_update, card_save
+from inventory.views_topology import readiness_badge
 from portal.views.generic import Column, ObjectDeleteView, ObjectDetailView, ObjectEditView, ObjectListView
 
 # -- sites, clusters, racks -------------------------------------------------------------------
@@ -136,10 +138,11 @@ class RackView(ObjectDetailView):
 
 class NodeListView(ObjectListView):
     model = Node
-    queryset = selectors.node_list
+    queryset = staticmethod(lambda: with_readiness(selectors.node_list()))
     filterset_class = filters.NodeFilterSet
     columns = [
         Column(_("Hostname"), "hostname", link=True, order_by="hostname"),
+        Column(_("Readiness"), render=lambda n: readiness_badge(node_readiness(n))),
         Column(_("Cluster"), "cluster"),
         Column(_("Role"), "role", order_by="role"),
         Column(_("Status"), "status", order_by="status"),
@@ -177,6 +180,7 @@ class NodeView(ObjectDetailView):
             "cards": selectors.card_list().filter(node=obj),
             "nic_ports": selectors.port_list().filter(node=obj, card__isnull=True),
             "psus": selectors.psu_list().filter(node=obj),
+            "readiness": readiness_badge(node_readiness(with_readiness(selectors.node_list()).get(pk=obj.pk))),
         }
 
 

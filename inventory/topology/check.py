@@ -153,6 +153,10 @@ def _cable_name(c: CableInfo) -> str:
     return f"cable #{c.id}" if c.id is not None else "a cable"
 
 
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + "."
+
+
 class _Index:
     def __init__(self, data: FabricData) -> None:
         self.members = {m.label: m for m in data.members}
@@ -254,7 +258,7 @@ def _classify_cables(data: FabricData, idx: _Index, findings: list[Finding]) -> 
                     Finding(
                         "faulty_link",
                         FAIL,
-                        f"{_cable_name(c).capitalize()} ({idx.ref(c.a)} – {idx.ref(c.b)}) is marked faulty.",
+                        f"{_sentence(_cable_name(c))[:-1]} ({idx.ref(c.a)} – {idx.ref(c.b)}) is marked faulty.",
                         ports=(idx.ref(c.a), idx.ref(c.b)),
                         cables=_ids(c),
                         suggestion="Replace the cable.",
@@ -266,7 +270,7 @@ def _classify_cables(data: FabricData, idx: _Index, findings: list[Finding]) -> 
                 Finding(
                     "leaves_fabric",
                     WARN,
-                    f"{_cable_name(c).capitalize()} joins {idx.ref(mine)} to {idx.ref(other)}, outside this fabric.",
+                    f"{_sentence(_cable_name(c))[:-1]} joins {idx.ref(mine)} to {idx.ref(other)}, outside this fabric.",
                     ports=(idx.ref(mine), idx.ref(other)),
                     cables=_ids(c),
                     suggestion="Remove it, or add the other end's card to this fabric.",
@@ -298,17 +302,17 @@ def _match(
             continue
         pa, pb = idx.resolve(link.a), idx.resolve(link.b)
         if pa is None or pb is None:
-            missing = link.a if pa is None else link.b
-            findings.append(
-                Finding(
-                    "port_missing",
-                    FAIL,
-                    f"The template needs port {_ref_text(missing)}, which this card does not have.",
-                    ports=(_ref_text(missing),),
-                    members=(missing.member,),
-                    suggestion="Use a card model with enough ports, or another template.",
+            for missing in (ref for ref, got in ((link.a, pa), (link.b, pb)) if got is None):
+                findings.append(
+                    Finding(
+                        "port_missing",
+                        FAIL,
+                        f"The template needs port {_ref_text(missing)}, which this card does not have.",
+                        ports=(_ref_text(missing),),
+                        members=(missing.member,),
+                        suggestion="Use a card model with enough ports, or another template.",
+                    )
                 )
-            )
             continue
         exact[frozenset((pa.id, pb.id))] = (pa, pb)
     unmatched: list[CableInfo] = []
@@ -371,7 +375,7 @@ def _report_differences(
             Finding(
                 "extra_link",
                 WARN,
-                f"{_cable_name(c).capitalize()} joins {idx.ref(c.a)} – {idx.ref(c.b)}, which the template does not have.",
+                f"{_sentence(_cable_name(c))[:-1]} joins {idx.ref(c.a)} – {idx.ref(c.b)}, which the template does not have.",
                 ports=(idx.ref(c.a), idx.ref(c.b)),
                 cables=_ids(c),
                 suggestion="Remove it (or choose a template that has it).",
@@ -392,11 +396,11 @@ def _wrong_port(c: CableInfo, want: tuple[PortInfo, PortInfo], idx: _Index) -> F
     return Finding(
         "wrong_port",
         FAIL,
-        f"{_cable_name(c).capitalize()} joins {idx.ref(c.a)} – {idx.ref(c.b)}; the template puts this link on "
+        f"{_sentence(_cable_name(c))[:-1]} joins {idx.ref(c.a)} – {idx.ref(c.b)}; the template puts this link on "
         f"{pa.ref} – {pb.ref}.",
         ports=(idx.ref(c.a), idx.ref(c.b), pa.ref, pb.ref),
         cables=_ids(c),
-        suggestion=("; ".join(moves) or "re-seat both ends").capitalize() + ".",
+        suggestion=_sentence("; ".join(moves) or "re-seat both ends"),
     )
 
 
@@ -423,7 +427,7 @@ def _mismatches(
                 Finding(
                     "kind_mismatch",
                     FAIL,
-                    f"{_cable_name(c).capitalize()} joins a {pa.kind} port ({pa.ref}) to a {pb.kind} port ({pb.ref}).",
+                    f"{_sentence(_cable_name(c))[:-1]} joins a {pa.kind} port ({pa.ref}) to a {pb.kind} port ({pb.ref}).",
                     ports=(pa.ref, pb.ref),
                     cables=_ids(c),
                     suggestion="Join ports of the same kind.",
@@ -435,7 +439,7 @@ def _mismatches(
                 Finding(
                     "speed_mismatch",
                     WARN,
-                    f"{_cable_name(c).capitalize()} joins {pa.ref} ({pa.speed_gbps}G) to {pb.ref} ({pb.speed_gbps}G); "
+                    f"{_sentence(_cable_name(c))[:-1]} joins {pa.ref} ({pa.speed_gbps}G) to {pb.ref} ({pb.speed_gbps}G); "
                     f"it runs at {low}G.",
                     ports=(pa.ref, pb.ref),
                     cables=_ids(c),
