@@ -1,6 +1,21 @@
+from typing import Any
+
 from django.apps import AppConfig
 
 
 class MonitoringConfig(AppConfig):
     name = "monitoring"
     verbose_name = "Telemetry and alerts"
+
+    def ready(self) -> None:
+        from django.db.models.signals import post_delete
+
+        from monitoring.models import Series
+
+        def forget_series(**_: Any) -> None:
+            from monitoring.services.ingest import series_cache_clear
+
+            series_cache_clear()
+
+        # Series go away with their node; this process's series cache must not keep their ids.
+        post_delete.connect(forget_series, sender=Series, dispatch_uid="monitoring.forget_series", weak=False)

@@ -67,6 +67,11 @@ def partitions_ensure(days: Iterable[dt.date]) -> list[str]:
     return created
 
 
+def partitions_forget() -> None:
+    """Forget which partitions exist (they will be checked again)."""
+    _known_partitions.clear()
+
+
 def partitions_list() -> list[tuple[str, dt.date]]:
     """(name, day) of the existing sample partitions, oldest first."""
     if not is_postgres():
@@ -119,7 +124,10 @@ def samples_write(rows: Sequence[SampleRow]) -> None:
     with connection.cursor() as cur:
         if is_postgres():
             raw = cur.cursor
-            with raw.copy(f"COPY {SAMPLE_TABLE} (ts, series_id, value) FROM STDIN (FORMAT BINARY)") as copy:
+            with (
+                connection.wrap_database_errors,
+                raw.copy(f"COPY {SAMPLE_TABLE} (ts, series_id, value) FROM STDIN (FORMAT BINARY)") as copy,
+            ):
                 copy.set_types(["timestamptz", "int4", "float8"])
                 for row in rows:
                     copy.write_row(row)
@@ -145,7 +153,10 @@ def latest_upsert(rows: Sequence[tuple[int, dt.datetime, float]]) -> None:
                 "(series_id int4, ts timestamptz, value float8) ON COMMIT DELETE ROWS"
             )
             cur.execute("TRUNCATE monitoring_latest_in")
-            with cur.cursor.copy("COPY monitoring_latest_in FROM STDIN (FORMAT BINARY)") as copy:
+            with (
+                connection.wrap_database_errors,
+                cur.cursor.copy("COPY monitoring_latest_in FROM STDIN (FORMAT BINARY)") as copy,
+            ):
                 copy.set_types(["int4", "timestamptz", "float8"])
                 for row in rows:
                     copy.write_row(row)

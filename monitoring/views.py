@@ -44,14 +44,14 @@ def _alert_actions(alert: Alert) -> Any:
 class AlertListView(ObjectListView):
     model = Alert
     queryset = selectors.alert_list
-    title = _("Alerts")
+    title = _("Alerts")  # type: ignore[assignment]
     columns = (
         Column(_("Started"), "started_at", order_by="started_at"),
         Column(_("Status"), "status", order_by="status"),
         Column(_("Severity"), "severity", order_by="severity"),
         Column(_("Rule"), "rule"),
         Column(_("Node"), "node"),
-        Column(_("Card"), render=lambda a: a.card or (a.target.split("/")[1] or None)),
+        Column(_("Card"), render=lambda a: a.card or ([*a.target.split("/"), ""][1] or None)),
         Column(_("Value"), "value"),
         Column(_("Message"), "message"),
         Column(_("Acknowledged"), "acknowledged_by"),
@@ -114,7 +114,7 @@ class AlertRuleForm(forms.ModelForm[AlertRule]):
 class AlertRuleListView(ObjectListView):
     model = AlertRule
     queryset = selectors.alert_rule_list
-    title = _("Alert rules")
+    title = _("Alert rules")  # type: ignore[assignment]
     columns = (
         Column(_("Name"), "name", link=True, order_by="name"),
         Column(_("Kind"), "kind"),
@@ -137,7 +137,9 @@ class AlertRuleListView(ObjectListView):
 class AlertRuleView(ObjectDetailView):
     model = AlertRule
     queryset = selectors.alert_rule_list
-    fields = tuple(Column(AlertRule._meta.get_field(f).verbose_name, f) for f in AlertRuleForm.Meta.fields)
+    fields = tuple(
+        Column(getattr(AlertRule._meta.get_field(f), "verbose_name", f), f) for f in AlertRuleForm.Meta.fields
+    )
 
 
 class AlertRuleEditView(ObjectEditView):

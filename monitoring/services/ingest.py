@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -231,8 +231,15 @@ def _ingest(
         if rows:
             lo = min(r[0] for r in rows).astimezone(dt.UTC).date()
             hi = max(r[0] for r in rows).astimezone(dt.UTC).date()
-            storage.partitions_ensure(lo + dt.timedelta(days=d) for d in range((hi - lo).days + 1))
-            storage.samples_write(rows)
+            days = [lo + dt.timedelta(days=d) for d in range((hi - lo).days + 1)]
+            storage.partitions_ensure(days)
+            try:
+                with transaction.atomic():
+                    storage.samples_write(rows)
+            except IntegrityError:  # a partition this process believed in was dropped elsewhere
+                storage.partitions_forget()
+                storage.partitions_ensure(days)
+                storage.samples_write(rows)
         events = _store_events([*parsed_events, *_derived_events(stateful, resolved)], default_host)
         report.stored = len(rows)
         report.events = len(events)
@@ -410,8 +417,13 @@ def _derived_events(
             up = value >= 1
             out.append(
                 ParsedEvent(
-                    "link_up" if up else "link_down", ts, host, ref or None, "info" if up else "warning",
-                    f"link {'up' if up else 'down'} ({labels})", {"labels": labels},
+                    "link_up" if up else "link_down",
+                    ts,
+                    host,
+                    ref or None,
+                    "info" if up else "warning",
+                    f"link {'up' if up else 'down'} ({labels})",
+                    {"labels": labels},
                 )
             )
     out.extend(xid_events(prev_xid, current))

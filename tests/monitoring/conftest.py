@@ -63,3 +63,14 @@ class Inv:
 @pytest.fixture
 def inv(db: Any) -> Inv:
     return Inv()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_caches() -> Any:
+    """Tests roll back what on-commit hooks (run by capture fixtures) told the caches."""
+    from monitoring import storage
+    from monitoring.services.ingest import series_cache_clear
+
+    series_cache_clear()
+    storage.partitions_forget()
+    yield
