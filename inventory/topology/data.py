@@ -11,7 +11,7 @@ from inventory.topology.check import CableInfo, CheckResult, FabricData, MemberI
 
 
 def fabric_list() -> QuerySet[Fabric]:
-    return Fabric.objects.select_related("cluster").annotate(member_count=Count("members"))
+    return Fabric.objects.select_related("cluster").annotate(member_count=Count("members")).order_by("name")
 
 
 def fabric_members(fabric: Fabric) -> QuerySet[FabricMember]:
