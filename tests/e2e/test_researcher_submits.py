@@ -1,0 +1,116 @@
+"""End to end in headless Chromium: a researcher logs in, submits from a template and sees the job.
+
+Runs on the loopback Slurm lab when it is up (scripts/slurm-lab/start.sh), else on a simulator cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+LAB_ENV = Path(os.environ.get("SLURM_LAB_DIR", "/tmp/rackpilot-slurm-lab")) / "env"
+ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True)
+def _eager(settings):
+    from jobs.backends import simulator_reset
+    from portal.celery import app
+
+    settings.PORTAL_SIMULATOR_REALTIME = True
+    old = app.conf.task_always_eager, app.conf.task_eager_propagates
+    app.conf.task_always_eager, app.conf.task_eager_propagates = True, False
+    simulator_reset()
+    yield
+    app.conf.task_always_eager, app.conf.task_eager_propagates = old
+    simulator_reset()
+
+
+def _browser():
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true and {CHROMIUM} is missing")
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    return sync_playwright()
+
+
+def _cluster():
+    from inventory.choices import NodeRole
+    from inventory.models import Card, CardModel, Cluster, Node
+    from jobs.sync import cluster_sync
+
+    if LAB_ENV.exists():
+        lab = {}
+        for line in LAB_ENV.read_text().splitlines():
+            if line.startswith("export "):
+                key, _, value = line[len("export ") :].partition("=")
+                lab[key] = (shlex.split(value) or [""])[0]
+        cluster = Cluster.objects.create(
+            name="lab-e2e", backend=Cluster.Backend.SLURM_SSH, ssh_host=lab["SLURM_LAB_SSH_HOST"],
+            ssh_port=int(lab["SLURM_LAB_SSH_PORT"]), ssh_user=lab["SLURM_LAB_SSH_USER"],
+            ssh_host_key=lab["SLURM_LAB_SSH_HOST_KEY"], ssh_key_path=lab["SLURM_LAB_SSH_KEY"],
+        )  # fmt: skip
+    else:
+        cluster = Cluster.objects.create(name="sim-e2e", backend=Cluster.Backend.SIMULATOR)
+    model = CardModel.objects.create(vendor="Fake", name="fake-e2e", tdp_w=100)
+    for name in ("node1", "node2", "node3", "node4"):
+        node = Node.objects.create(
+            hostname=f"{name}-e2e", slurm_name=name, cluster=cluster, role=NodeRole.COMPUTE
+        )
+        for slot in range(4):
+            Card.objects.create(node=node, card_model=model, slot=str(slot))
+    result = cluster_sync(cluster)
+    assert result.ok, result.error
+    return cluster
+
+
+def test_researcher_logs_in_submits_from_a_template_and_sees_the_job(live_server, make_user, monkeypatch):
+    from jobs.models import ClusterAccount, Job
+    from jobs.seed import SINGLE_NODE_GPU, jobs_seed_templates
+
+    alice = make_user("alice", "researcher")
+    cluster = _cluster()
+    ClusterAccount.objects.create(user=alice, cluster=cluster, username="alice")
+    jobs_seed_templates()
+    # Playwright's sync API keeps an event loop on this thread; the ORM reads below are plain sync code.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with _browser() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page()
+        page.set_default_timeout(20_000)
+        page.goto(f"{live_server.url}/login/")
+        page.fill("input[name=username]", "alice")
+        page.fill("input[name=password]", "pw-alice")
+        page.press("input[name=password]", "Enter")
+        page.wait_for_url(f"{live_server.url}/")
+        page.goto(f"{live_server.url}/jobs/submit/")
+        page.click(f"text={SINGLE_NODE_GPU}")
+        page.wait_for_url("**/jobs/submit/?template=*")
+        assert page.is_disabled("#id_nodes")  # locked by the template
+        page.fill("#id_name", "e2e-job")
+        page.fill("#id_work_dir", "/tmp")
+        page.press("#id_work_dir", "Tab")  # inline validation runs on change
+        page.wait_for_load_state("networkidle")
+        assert page.locator("#submit-form .errors").count() == 0
+        page.click("button[type=submit].primary")
+        page.wait_for_url("**/jobs/actions/*/")
+        page.click("text=Go to job")  # appears when the action has submitted the job
+        page.wait_for_url("**/jobs/*/")
+        job = Job.objects.get(pk=int(page.url.rstrip("/").rsplit("/", 1)[1]))
+        assert job.name == "e2e-job"
+        assert page.inner_text("h1").startswith(f"Job {job.job_id}")
+        page.goto(f"{live_server.url}/jobs/")
+        assert page.locator(f"#job-{job.pk}").inner_text().startswith(str(job.job_id))
+        browser.close()
+    assert job.user == "alice" and job.owner_id == alice.pk
