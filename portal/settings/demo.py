@@ -25,3 +25,7 @@ CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}
 CELERY_TASK_ALWAYS_EAGER = True
 CELERY_BROKER_URL = "memory://"
 PORTAL_CLUSTER_BACKEND_OVERRIDE = "simulator"
+# DEBUG is off, and there is no collectstatic step: WhiteNoise serves straight from the app folders.
+WHITENOISE_USE_FINDERS = True
+STATIC_ROOT = DEMO_DIR / "static"
+PORTAL_SYNC_INTERVAL = 5

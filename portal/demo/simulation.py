@@ -1,0 +1,363 @@
+"""The demo's simulation loop: it stands in for the cluster, the node agents and Celery beat.
+
+Every tick it
+* runs the beat schedule's periodic tasks (cluster sync through the real jobs sync path, telemetry
+  rollup, energy) - in the demo Celery is eager, so they run here, in this process;
+* moves each card's physical model (load from the synced Slurm node state), renders it as the real
+  tool prints it (nvidia-smi CSV for the pod and the GB10 boxes, tt-smi JSON for the rig's p150a cards,
+  dcgm-exporter text for one pod node) and feeds that through monitoring's parsers and ingest service;
+* submits a few jobs as the demo researchers (jobs.services.job_submit -> action -> simulator);
+* injects faults in turn: a card overheating on rig01, a QSFP link flapping while a job fails with an
+  NCCL timeout, a pod node going down (and coming back).
+
+The same code runs against PostgreSQL in tests; only the settings differ.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import partial
+from importlib import import_module
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import DatabaseError
+from django.db.models import Max
+from django.utils import timezone
+
+from inventory.choices import NodeRole
+from inventory.models import CableTermination, Cluster, Node
+from jobs import services as job_services
+from jobs.backends import simulator_get
+from jobs.cluster import ClusterError
+from jobs.models import ClusterAccount, Job, NodeState
+from monitoring.services import IngestError, telemetry_ingest_text
+from portal.demo import render
+from portal.demo.physics import CardSim, card_kind_for
+
+logger = logging.getLogger(__name__)
+
+#: chassis intake temperatures (°C): the converted mining frame has little airflow
+AMBIENT_C = {"rig-01": 35.0, "h100-pod": 24.0, "gb10-desk": 26.0}
+#: beat entries the simulation stands in for (it *is* the pull collector of the demo)
+BEAT_SKIP = frozenset({"telemetry-pull"})
+#: the one pod node that is scraped through dcgm-exporter instead of nvidia-smi
+DCGM_NODE = "gpu04"
+FAULTS = ("overheat", "link_flap", "node_down")
+
+
+@dataclass(frozen=True)
+class DemoJob:
+    cluster: str
+    name: str
+    seconds: int
+    gpus: int
+    nodes: int = 1
+    lines: tuple[str, ...] = ()
+
+
+JOB_MIX: tuple[DemoJob, ...] = (
+    DemoJob("h100-pod", "llama3-8b-sft", 300, 8, 2, ("epoch 1/3 step 200 loss=1.91", "epoch 2/3 step 400 loss=1.62")),
+    DemoJob("rig-01", "ttnn-llama-decode", 240, 4, 1, ("tt-metal: 4 devices, mesh 2x2", "decode 24.1 tok/s/user")),
+    DemoJob("gb10-desk", "qwen2.5-7b-lora", 200, 1, 1, ("lora r=16 step 100 loss=1.12",)),
+    DemoJob("h100-pod", "eval-mmlu", 120, 4, 1, ("mmlu 5-shot acc=0.662",)),
+    DemoJob("h100-pod", "pretrain-1b", 420, 8, 4, ("tokens/s=1.9M", "step 1000 loss=3.02")),
+    DemoJob("rig-01", "ttnn-resnet50-bench", 150, 1, 1, ("resnet50 batch 16: 4120 img/s",)),
+    DemoJob("gb10-desk", "whisper-transcribe", 150, 1, 1, ("transcribed 42 files",)),
+    DemoJob("h100-pod", "dpo-ablation", 240, 8, 1, ("dpo beta=0.1 reward_acc=0.71",)),
+)  # fmt: skip
+
+DEMO_USERS = (("researcher", "alice"), ("bob", "bob"))  # portal user, cluster account
+
+
+@dataclass
+class NodeSim:
+    node_id: int
+    hostname: str
+    cluster: str
+    fmt: str  # "nvidia-smi-csv" | "dcgm-exporter" | "tt-smi"
+    cards: list[CardSim]
+
+
+@dataclass
+class DemoSimulation:
+    """Call :meth:`setup` once, then :meth:`tick` with the seconds elapsed, from one thread."""
+
+    seed: int = 0
+    submit_every: float = 30.0
+    fault_every: float = 90.0
+    first_fault_after: float = 20.0
+    max_active_jobs: int = 5
+    telemetry_every: float = 5.0
+    sync_every: float = 5.0
+    clock: Callable[[], datetime] = timezone.now
+    nodes: list[NodeSim] = field(default_factory=list)
+    elapsed: float = 0.0
+    _due: dict[str, float] = field(default_factory=dict)
+    _rng: random.Random = field(init=False)
+    _next_job: int = 0
+    _next_fault: int = 0
+    _undo: list[tuple[float, Callable[[], None], str]] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)  # what happened, newest last (tests, console)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+
+    # ------------------------------------------------------------------ setup
+    def setup(self) -> None:
+        """Build one card model per inventory card of every compute node."""
+        self.nodes = []
+        nodes = (
+            Node.objects.filter(role=NodeRole.COMPUTE, cluster__isnull=False)
+            .select_related("cluster")
+            .prefetch_related("cards__card_model", "cards__ports")
+            .order_by("cluster__name", "hostname")
+        )
+        cabled = set(CableTermination.objects.filter(port__isnull=False).values_list("port_id", flat=True))
+        for node in nodes:
+            assert node.cluster is not None
+            cards = []
+            for i, card in enumerate(sorted(node.cards.all(), key=lambda c: (len(c.slot), c.slot))):
+                kind = card_kind_for(card.card_model.name)
+                ports = tuple(
+                    sorted(
+                        int(p.name.removeprefix("QSFP")) - 1
+                        for p in card.ports.all()
+                        if p.name.startswith("QSFP") and p.pk in cabled
+                    )
+                )
+                cards.append(
+                    CardSim(
+                        kind=kind,
+                        index=i,
+                        bus_id=card.pci_bus_id or f"0000:{i + 1:02x}:00.0",
+                        uuid=card.gpu_uuid,
+                        serial=card.serial,
+                        ambient_c=AMBIENT_C.get(node.cluster.name, 25.0),
+                        seed=self.seed * 1000 + card.pk,
+                        link_ports=ports,
+                    )
+                )
+            if not cards:
+                continue
+            if cards[0].kind.key == "p150a":
+                fmt = "tt-smi"
+            elif node.hostname.split(".")[0] == DCGM_NODE:
+                fmt = "dcgm-exporter"
+            else:
+                fmt = "nvidia-smi-csv"
+            self.nodes.append(NodeSim(node.pk, node.hostname, node.cluster.name, fmt, cards))
+        self._continue_job_ids()
+
+    def _continue_job_ids(self) -> None:
+        """A restarted demo keeps its database: let each fresh simulator number jobs after the stored ones
+        (the simulator starts at 1000 and would otherwise reuse the ids of the previous run's jobs)."""
+        last = dict(
+            Job.objects.values_list("cluster_id")
+            .annotate(last=Max("job_id"))
+            .values_list("cluster_id", "last")
+        )
+        for cluster in Cluster.objects.filter(pk__in=last):
+            sim = simulator_get(cluster)
+            if hasattr(sim, "_next_id"):  # no public setter in jobs.cluster.SimulatedCluster
+                sim._next_id = max(sim._next_id, int(last[cluster.pk]) + 1)
+
+    # ------------------------------------------------------------------ the tick
+    def tick(self, dt: float) -> None:
+        self.elapsed += max(0.0, dt)
+        self._guard("undo", self._run_undo)
+        self._guard("faults", self._maybe_fault)
+        self._guard("beat", self._run_beat)
+        self._guard("submit", self._maybe_submit)
+        self._guard("physics", lambda: self._physics(dt))
+        if self._is_due("telemetry", self.telemetry_every):
+            for node in self.nodes:
+                self._guard(f"telemetry {node.hostname}", partial(self._ingest, node))
+
+    def _guard(self, what: str, fn: Callable[[], object]) -> None:
+        try:
+            fn()
+        except (DatabaseError, ClusterError, IngestError) as exc:
+            logger.warning("demo %s: %s", what, exc)
+        except Exception:  # the loop must survive whatever one step does; log it with the traceback
+            logger.exception("demo %s failed", what)
+
+    def _is_due(self, key: str, every: float) -> bool:
+        due = self._due.get(key, 0.0)
+        if self.elapsed + 1e-9 < due:
+            return False
+        self._due[key] = self.elapsed + every
+        return True
+
+    def _note(self, text: str) -> None:
+        logger.info("demo: %s", text)
+        self.log.append(text)
+        del self.log[:-200]
+
+    # ------------------------------------------------------------------ beat
+    def _run_beat(self) -> None:
+        from celery import current_app
+
+        for name, entry in settings.CELERY_BEAT_SCHEDULE.items():
+            if name in BEAT_SKIP:
+                continue
+            every = self.sync_every if name == "jobs-cluster-sync" else float(str(entry["schedule"]))
+            if self._is_due(f"beat:{name}", every):
+                task_name = str(entry["task"])
+                import_module(task_name.rpartition(".")[0])  # registers the app's tasks
+                task = current_app.tasks.get(task_name)
+                if task is None:
+                    logger.warning("demo beat: no task %s", task_name)
+                    continue
+                self._guard(f"beat {name}", task.apply)  # what the worker would run, here and now
+
+    # ------------------------------------------------------------------ telemetry
+    def _physics(self, dt: float) -> None:
+        states = dict(NodeState.objects.filter(node_id__in=[n.node_id for n in self.nodes]).values_list(
+            "node_id", "gpus_alloc"))  # fmt: skip
+        down = set(
+            Node.objects.filter(
+                pk__in=[n.node_id for n in self.nodes], slurm_state__startswith="down"
+            ).values_list("pk", flat=True)
+        )
+        for node in self.nodes:
+            busy = 0 if node.node_id in down else int(states.get(node.node_id) or 0)
+            for card in node.cards:
+                card.load = 0.93 if card.index < busy else 0.0
+                card.step(dt)
+
+    def _ingest(self, node: NodeSim) -> None:
+        if self._node_is_down(node):
+            return  # a node that is down answers no collector
+        now = self.clock()
+        if node.fmt == "tt-smi":
+            text = render.tt_smi_snapshot(node.hostname, node.cards, timezone.localtime(now))
+        elif node.fmt == "dcgm-exporter":
+            text = render.dcgm_exporter(node.hostname, node.cards)
+        else:
+            text = render.nvidia_smi_csv(node.cards)
+        telemetry_ingest_text(node.fmt, text, node_hostname=node.hostname, ts=now)
+
+    def _node_is_down(self, node: NodeSim) -> bool:
+        return Node.objects.filter(pk=node.node_id, slurm_state__startswith="down").exists()
+
+    # ------------------------------------------------------------------ jobs
+    def _maybe_submit(self) -> None:
+        if not self._is_due("submit", self.submit_every):
+            return
+        first = self.elapsed <= self.submit_every  # the first round fills every cluster at once
+        for _ in range(len(JOB_MIX) if first else 1):
+            job = JOB_MIX[self._next_job % len(JOB_MIX)]
+            self._next_job += 1
+            if first and any(j.cluster == job.cluster for j in JOB_MIX[: self._next_job - 1]):
+                continue
+            self._guard(f"submit {job.name}", partial(self._submit, job))
+
+    def _submit(self, job: DemoJob) -> None:
+        cluster = Cluster.objects.filter(name=job.cluster).first()
+        if cluster is None:
+            return
+        active = Job.objects.filter(cluster=cluster, state__in=("PENDING", "RUNNING")).count()
+        if active >= self.max_active_jobs:
+            return
+        username = DEMO_USERS[self._next_job % len(DEMO_USERS)][0]
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None or not ClusterAccount.objects.filter(user=user, cluster=cluster).exists():
+            return
+        echo = "\n".join(f"echo '{line}'" for line in job.lines)
+        script = (
+            f"#!/bin/bash\n#SBATCH --job-name={job.name}\n# sim: duration={job.seconds}\n"
+            f"srun python train.py --config configs/{job.name}.yaml\n{echo}\n"
+        )
+        job_services.job_submit(
+            user=user, cluster=cluster, name=job.name, script=script, gpus=job.gpus, nodes=job.nodes,
+            time_limit_minutes=60,
+        )  # fmt: skip
+        self._note(f"{username} submitted {job.name} to {cluster.name}")
+
+    # ------------------------------------------------------------------ faults
+    def _maybe_fault(self) -> None:
+        if self.elapsed < self.first_fault_after:
+            return
+        if not self._is_due("fault", self.fault_every):
+            return
+        kind = FAULTS[self._next_fault % len(FAULTS)]
+        self._next_fault += 1
+        getattr(self, f"_fault_{kind}")()
+
+    def _later(self, seconds: float, fn: Callable[[], None], what: str) -> None:
+        self._undo.append((self.elapsed + seconds, fn, what))
+
+    def _run_undo(self) -> None:
+        due = [u for u in self._undo if u[0] <= self.elapsed]
+        self._undo = [u for u in self._undo if u[0] > self.elapsed]
+        for _at, fn, what in due:
+            fn()
+            self._note(what)
+
+    def _node(self, hostname: str) -> NodeSim | None:
+        return next((n for n in self.nodes if n.hostname == hostname), None)
+
+    def _sim(self, cluster_name: str):  # type: ignore[no-untyped-def]
+        cluster = Cluster.objects.filter(name=cluster_name).first()
+        return None if cluster is None else simulator_get(cluster)
+
+    def _fault_overheat(self, hostname: str = "rig01", seconds: float = 240.0) -> None:
+        """A fan on one p150a fails: its card heats past the 85 °C rule under load."""
+        node = self._node(hostname)
+        if node is None:
+            return
+        card = node.cards[min(2, len(node.cards) - 1)]
+        card.fan_fault = True
+        self._ensure_busy(node.cluster, gpus=len(node.cards))
+
+        def recover() -> None:
+            card.fan_fault = False
+
+        self._later(seconds, recover, f"{hostname} card {card.bus_id}: fan back, cooling down")
+        self._note(f"{hostname} card {card.bus_id}: fan failed, heating up")
+
+    def _fault_link_flap(self, hostname: str = "rig01", seconds: float = 12.0) -> None:
+        """A QSFP link between two p150a cards drops and comes back; a job on the rig dies of it."""
+        node = self._node(hostname)
+        if node is None or len(node.cards) < 2:
+            return
+        a, b = node.cards[0], node.cards[1]
+        a.links_down.add(0)
+        b.links_down.add(0)
+
+        def back() -> None:
+            a.links_down.discard(0)
+            b.links_down.discard(0)
+
+        self._later(seconds, back, f"{hostname}: QSFP link {a.bus_id} <-> {b.bus_id} back up")
+        sim = self._sim(node.cluster)
+        if sim is not None:
+            running = [j for j in sim.list_jobs() if j.state == "RUNNING"]
+            if running:
+                sim.inject("job_fail_nccl_timeout", job_id=running[0].job_id, after_seconds=3)
+            else:
+                sim.inject("job_fail_nccl_timeout", after_seconds=20)
+        self._note(f"{hostname}: QSFP link {a.bus_id} <-> {b.bus_id} flapping; NCCL timeout follows")
+
+    def _fault_node_down(
+        self, cluster: str = "h100-pod", name: str = "gpu03", seconds: float = 120.0
+    ) -> None:
+        """A DGX stops responding; Slurm marks it down and kills its jobs; it comes back later."""
+        sim = self._sim(cluster)
+        if sim is None or not any(n.name == name for n in sim.list_nodes()):
+            return
+        sim.inject("node_down", node=name)
+        self._later(seconds, lambda: sim.resume_node(name), f"{cluster}/{name}: back up")
+        self._note(f"{cluster}/{name}: not responding, Slurm set it down")
+
+    def _ensure_busy(self, cluster_name: str, *, gpus: int) -> None:
+        if Job.objects.filter(cluster__name=cluster_name, state="RUNNING").exists():
+            return
+        job = next((j for j in JOB_MIX if j.cluster == cluster_name and j.gpus == gpus), None)
+        if job is not None:
+            self._submit(job)
