@@ -207,13 +207,13 @@ def psu_budgets(
         redundant[psu_id] = red
     nodes = {n.pk: n for n in Node.objects.filter(pk__in=node_ids).select_related("chassis")}
     node_load: dict[int, float] = {n: float(_node_base(nodes[n])) for n in node_ids}
-    for card in (
+    for leadless in (
         Card.objects.filter(node_id__in=node_ids)
         .annotate(n_leads=Count("power_leads"))
         .filter(n_leads=0)
         .select_related("card_model")
     ):
-        node_load[card.node_id] += card.card_model.tdp_w
+        node_load[leadless.node_id] += leadless.card_model.tdp_w
     cards = {ld.card_id: ld.card for ld in leads if ld.card is not None}
     card_rating: dict[int, int] = defaultdict(int)
     card_leads: dict[int, int] = defaultdict(int)

@@ -20,7 +20,6 @@ from inventory.models import (
     Fabric,
     FabricMember,
     FabricTemplate,
-    MemberRole,
     Node,
     PowerFeed,
 )
@@ -61,13 +60,12 @@ class Perm(permissions.BasePermission):
 class FabricMemberSerializer(serializers.ModelSerializer):
     card = BriefRelatedField(queryset=Card.objects.select_related("node"), required=False, allow_null=True)
     node = BriefRelatedField(queryset=Node.objects.all(), required=False, allow_null=True)
-    label = serializers.CharField(required=False, allow_blank=True, max_length=32)
-    role = serializers.ChoiceField(choices=MemberRole.choices, required=False, allow_blank=True)
 
     class Meta:
         model = FabricMember
         fields = ["id", "position", "label", "role", "card", "node"]
         read_only_fields = ["id", "position"]
+        extra_kwargs = {"label": {"required": False, "allow_blank": True}, "role": {"required": False}}
 
 
 class FabricSerializer(PortalModelSerializer):

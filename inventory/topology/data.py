@@ -67,7 +67,7 @@ def fabric_data(fabric: Fabric) -> FabricData:
             tuple(ports.get(m.label, ())),
             display=_display(m),
             object_id=m.card_id or m.node_id,
-            node_id=m.card.node_id if m.card_id else m.node_id,
+            node_id=m.card.node_id if m.card is not None else m.node_id,
         )
         for m in members
     )
@@ -75,7 +75,7 @@ def fabric_data(fabric: Fabric) -> FabricData:
 
 
 def _display(m: FabricMember) -> str:
-    if m.card_id is not None:
+    if m.card is not None:
         return f"{m.card.node.hostname}/{m.card.slot}"
     return m.node.hostname if m.node is not None else m.label
 
