@@ -223,7 +223,15 @@ class SSHRunner:
         conn = await self._connect()
         try:
             res = await asyncio.wait_for(
-                conn.run(command, input=stdin, check=False, encoding="utf-8", errors="replace"),
+                conn.run(
+                    command,
+                    # empty/no input: give the command an immediate EOF, never a dangling stdin
+                    input=stdin if stdin else None,
+                    stdin=asyncssh.PIPE if stdin else asyncssh.DEVNULL,
+                    check=False,
+                    encoding="utf-8",
+                    errors="replace",
+                ),
                 timeout=timeout,
             )
         except TimeoutError:

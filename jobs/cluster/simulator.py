@@ -363,7 +363,7 @@ class SimulatedCluster:
                 and n.reboot_started is not None
                 and (now - n.reboot_started).total_seconds() >= self.reboot_seconds
             ):
-                n.flags.discard("REBOOT_ISSUED")
+                n.flags -= {"REBOOT_ISSUED", "NOT_RESPONDING"}
                 n.boot_time = now
                 n.reboot_started = None
                 if n.reboot_next_state == "down":
@@ -435,7 +435,12 @@ class SimulatedCluster:
             if len(free) >= job.spec.nodes:
                 self._start(job, sorted(free, key=lambda n: n.spec.name)[: job.spec.nodes])
                 continue
-            up = [n for n in members if self._usable(n) or n.state in ("mixed", "allocated")]
+            up = [
+                n
+                for n in members
+                if n.state != "down"
+                and not n.flags & {"DRAIN", "NOT_RESPONDING", "REBOOT_REQUESTED", "REBOOT_ISSUED"}
+            ]
             capable = [n for n in up if n.spec.gpus >= job.spec.gpus]
             if len(capable) < job.spec.nodes:
                 unavailable = sorted(n.spec.name for n in members if n not in up)

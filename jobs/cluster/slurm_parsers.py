@@ -591,15 +591,15 @@ def parse_sacct_parsable(text: str) -> list[SacctRecord]:
 
 
 _KEY_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_:/]*)=(.*)$", re.S)
-#: Keys whose value runs to the end of the line (free text that may contain spaces and '=').
+#: Keys of node records whose value runs to the end of the line (free text with spaces/'=').
 _TAIL_KEYS = frozenset({"Reason"})
 
 
 def parse_scontrol_kv(text: str) -> list[dict[str, str]]:
     """``scontrol show job|node|partition -o``: one record per line of ``Key=Value`` pairs.
 
-    A token without ``=`` continues the previous value (``OS=Linux 6.1 #1 SMP``); ``Reason=``
-    takes the rest of the line.
+    A token without ``=`` continues the previous value (``OS=Linux 6.1 #1 SMP``); a node's
+    ``Reason=`` (last on the line) takes the rest of the line.
     """
     records: list[dict[str, str]] = []
     for line in text.splitlines():
@@ -614,7 +614,7 @@ def parse_scontrol_kv(text: str) -> list[dict[str, str]]:
             m = _KEY_RE.match(tok)
             if m:
                 key, value = m.group(1), m.group(2)
-                if key in _TAIL_KEYS:
+                if key in _TAIL_KEYS and "NodeName" in rec:
                     rec[key] = " ".join([value, *tokens[i + 1 :]]).strip()
                     break
                 rec[key] = value
