@@ -52,6 +52,8 @@ def partitions_ensure(days: Iterable[dt.date]) -> list[str]:
     if not wanted:
         return created
     with connection.cursor() as cur:
+        # concurrent batches would race on the catalog: one creator at a time (until commit)
+        cur.execute("SELECT pg_advisory_xact_lock(hashtext('monitoring_sample_partitions'))")
         for day in wanted:
             name = partition_name(day)
             cur.execute("SELECT to_regclass(%s)", [name])

@@ -129,7 +129,7 @@ def telemetry_ingest_result(
             continue
         items.append(
             (
-                s.node or node_hostname,
+                node_hostname,  # the node that ran the tool, whatever name the tool prints
                 card_ref_normalise(s.card),
                 s.metric,
                 labels_text(s.labels),
@@ -434,13 +434,13 @@ def _derived_events(
 def _store_events(events: Sequence[ParsedEvent], default_host: str | None) -> list[Event]:
     if not events:
         return []
-    nodes = _nodes_by_name({e.node or default_host or "" for e in events} - {""})
+    nodes = _nodes_by_name({default_host or e.node or "" for e in events} - {""})
     cards = _card_index({n.pk for n in nodes.values()})
     rows: list[Event] = []
     seen: set[tuple[Any, ...]] = set()
     now = timezone.now()
     for e in events:
-        node = nodes.get(e.node or default_host or "")
+        node = nodes.get(default_host or e.node or "")
         if node is None:
             continue  # a log line naming a host we do not manage
         ref = card_ref_normalise(e.card)

@@ -74,3 +74,22 @@ def _fresh_caches() -> Any:
     series_cache_clear()
     storage.partitions_forget()
     yield
+
+
+@pytest.fixture(autouse=True)
+def _default_rules(request: Any) -> Any:
+    """The default alert rules (a transactional test's flush removes migration data); after a
+    transactional test, empty the samples table (flush leaves unmanaged tables alone)."""
+    marker = request.node.get_closest_marker("django_db")
+    if marker is None:
+        yield
+        return
+    from monitoring.defaults import alert_rules_ensure_defaults
+
+    alert_rules_ensure_defaults()
+    yield
+    if marker.kwargs.get("transaction"):
+        from django.db import connection
+
+        with connection.cursor() as cur:
+            cur.execute("DELETE FROM monitoring_sample")

@@ -76,7 +76,7 @@ def test_only_the_batch_targets_are_evaluated(inv: Any, django_assert_max_num_qu
     inv.node("gpu01")
     for i in range(50):
         _push("gpu01", "temperature_c", 40, 0, card=f"0000:{i + 1:02x}:00.0")
-    with django_assert_max_num_queries(16):
+    with django_assert_max_num_queries(18):
         _push("gpu01", "temperature_c", 40, 10, card="0000:01:00.0")
 
 
