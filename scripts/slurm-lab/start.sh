@@ -94,7 +94,7 @@ if all_running; then
 fi
 
 # Something is half up: stop it cleanly and start from scratch.
-if [ -d "$DIR/run" ]; then
+if compgen -G "$DIR/run/*.pid" >/dev/null; then
     log "partial lab found, restarting"
     SLURM_LAB_DIR=$DIR "$(dirname "$0")/stop.sh" >/dev/null 2>&1 || true
 fi
