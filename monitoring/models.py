@@ -284,3 +284,29 @@ class NodeToken(models.Model):
     @classmethod
     def generate_key(cls) -> str:
         return cls.PREFIX + secrets.token_hex(20)
+
+
+class JobEnergy(models.Model):
+    """Energy and cost of one job: its cards' power (and its share of the host) integrated over its run."""
+
+    job = models.OneToOneField("jobs.Job", on_delete=models.CASCADE, related_name="energy")
+    computed_at = models.DateTimeField(auto_now=True)
+    energy_kwh = models.FloatField(_("energy (kWh)"))
+    card_kwh = models.FloatField(_("cards (kWh)"), default=0)
+    host_kwh = models.FloatField(_("host share (kWh)"), default=0)
+    coverage_pct = models.FloatField(
+        _("coverage (%)"),
+        help_text=_("Share of the cards' run time covered by power samples; gaps are not bridged."),
+    )
+    energy_cost = models.DecimalField(_("energy cost"), max_digits=14, decimal_places=4)
+    hardware_cost = models.DecimalField(_("amortised hardware"), max_digits=14, decimal_places=4)
+    total_cost = models.DecimalField(_("total cost"), max_digits=14, decimal_places=4)
+    hours = models.FloatField(_("hours"), default=0)
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-computed_at"]
+        verbose_name_plural = "job energy"
+
+    def __str__(self) -> str:
+        return f"job {self.job_id}: {self.energy_kwh:.3f} kWh"

@@ -229,3 +229,58 @@ def _firing_by_severity() -> dict[str, int]:
 
 def _esc(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+ENERGY_GROUPS = {"job": "job__job_id", "user": "job__user", "account": "job__account", "month": "month"}
+
+
+def job_energy_summary(
+    *, user: Any, group_by: str = "job", cluster: str | None = None
+) -> list[dict[str, Any]]:
+    """Energy and cost grouped by job, cluster user, Slurm account or month (of the job's end).
+
+    Users without jobs.view_all_jobs see their own jobs only.
+    """
+    from django.db.models import Count, Sum
+    from django.db.models.functions import TruncMonth
+
+    from monitoring.models import JobEnergy
+
+    if group_by not in ENERGY_GROUPS:
+        raise ValueError(f"group_by must be one of {', '.join(ENERGY_GROUPS)}")
+    qs = JobEnergy.objects.all()
+    if not user.has_perm("jobs.view_all_jobs"):
+        qs = qs.filter(job__owner=user)
+    if cluster:
+        qs = qs.filter(job__cluster__name=cluster)
+    key = ENERGY_GROUPS[group_by]
+    if group_by == "month":
+        qs = qs.annotate(month=TruncMonth("job__end_time"))
+    rows = (
+        qs.values(key)
+        .annotate(
+            jobs=Count("id"),
+            energy_kwh=Sum("energy_kwh"),
+            energy_cost=Sum("energy_cost"),
+            hardware_cost=Sum("hardware_cost"),
+            total_cost=Sum("total_cost"),
+        )
+        .order_by(key)
+    )
+    return [
+        {
+            group_by: r[key].date().isoformat()[:7] if group_by == "month" and r[key] else r[key],
+            "jobs": r["jobs"],
+            "energy_kwh": round(r["energy_kwh"] or 0.0, 6),
+            "energy_cost": str(r["energy_cost"]),
+            "hardware_cost": str(r["hardware_cost"]),
+            "total_cost": str(r["total_cost"]),
+        }
+        for r in rows
+    ]
+
+
+def job_energy_get(job: Any) -> Any:
+    from monitoring.models import JobEnergy
+
+    return JobEnergy.objects.filter(job=job).first()

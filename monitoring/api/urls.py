@@ -14,5 +14,6 @@ urlpatterns = [
     path("ingest/", views.IngestView.as_view(), name="ingest"),
     path("series/", views.SeriesView.as_view(), name="series"),
     path("latest/", views.LatestView.as_view(), name="latest"),
+    path("energy/", views.EnergyView.as_view(), name="energy"),
     *router.urls,
 ]

@@ -226,3 +226,20 @@ class EventViewSet(mixins.ListModelMixin, viewsets.GenericViewSet):
 
     def get_queryset(self) -> QuerySet[Event]:
         return selectors.event_list()
+
+
+class EnergyView(APIView):
+    """GET ?group_by=job|user|account|month[&cluster=]: energy (kWh) and cost of finished jobs."""
+
+    permission_classes = [HasPerm.of("monitoring.view_jobenergy")]
+
+    def get(self, request: Request) -> Response:
+        try:
+            rows = selectors.job_energy_summary(
+                user=request.user,
+                group_by=request.query_params.get("group_by", "job"),
+                cluster=request.query_params.get("cluster"),
+            )
+        except ValueError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(rows)

@@ -1,5 +1,6 @@
 """Writes of the monitoring app (HackSoft-style services), split by subdomain."""
 
+from monitoring.services import energy
 from monitoring.services.alerts import (
     alert_acknowledge,
     alert_notify,
@@ -7,6 +8,7 @@ from monitoring.services.alerts import (
     alerts_evaluate,
     alerts_resolve_quiet,
 )
+from monitoring.services.energy import job_energy_compute, job_energy_estimate
 from monitoring.services.ingest import (
     IngestError,
     IngestReport,
@@ -31,6 +33,9 @@ __all__ = [
     "alert_resolve",
     "alerts_evaluate",
     "alerts_resolve_quiet",
+    "energy",
+    "job_energy_compute",
+    "job_energy_estimate",
     "node_token_authenticate",
     "node_token_create",
     "node_token_revoke",
