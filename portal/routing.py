@@ -1,5 +1,7 @@
-"""Websocket routes of every app (filled by the live-dashboard work)."""
+"""Websocket routes of every app."""
 
 from typing import Any
 
-websocket_urlpatterns: list[Any] = []
+from portal.live.routing import websocket_urlpatterns as live_patterns
+
+websocket_urlpatterns: list[Any] = [*live_patterns]

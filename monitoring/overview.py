@@ -1,0 +1,286 @@
+"""Reads for the live dashboards: the cluster overview, the rack thermal map, a node's latest values.
+
+Flat ``values_list`` queries over the latest-value table, a fixed number per call whatever the
+number of clusters or nodes (the overview is re-read for every push to the overview group).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Count, Sum
+from django.utils import timezone
+from django.utils.translation import gettext
+
+from inventory.models import PSU, Card, Cluster, Node
+from jobs.models import Job, NodeState
+from monitoring.models import Alert, LatestValue
+
+TEMPERATURE = "temperature_c"
+CARD_POWER = "power_w"
+NODE_POWER = "node_power_w"
+UTILISATION = "utilization_pct"
+CHART_METRICS = (TEMPERATURE, CARD_POWER, UTILISATION)
+HOTTEST = 5
+ALERTS_SHOWN = 5
+
+
+def fresh_after(now: dt.datetime | None = None) -> dt.datetime:
+    """Values older than this are not "measured now" (three pull intervals)."""
+    interval = getattr(settings, "PORTAL_TELEMETRY_PULL_INTERVAL_S", 30)
+    return (now or timezone.now()) - dt.timedelta(seconds=3 * interval)
+
+
+def temperature_level(value: float | None) -> str:
+    """Colour class of a card temperature: unknown / ok / warm / hot / critical."""
+    if value is None:
+        return "unknown"
+    warm, hot, critical = getattr(settings, "PORTAL_LIVE_TEMPERATURE_LEVELS", (70, 83, 90))
+    if value >= critical:
+        return "critical"
+    if value >= hot:
+        return "hot"
+    if value >= warm:
+        return "warm"
+    return "ok"
+
+
+@dataclass
+class HotCard:
+    card_id: int | None
+    node_id: int
+    hostname: str
+    label: str
+    value: float
+    level: str
+
+
+@dataclass
+class ClusterOverview:
+    cluster: Cluster
+    node_states: list[tuple[str, int]] = field(default_factory=list)
+    node_total: int = 0
+    gpus_total: int = 0
+    gpus_alloc: int = 0
+    power_w: float = 0.0
+    power_budget_w: float = 0.0
+    hottest: list[HotCard] = field(default_factory=list)
+    alerts_firing: int = 0
+    alerts: list[Alert] = field(default_factory=list)
+    jobs_running: int = 0
+    jobs_pending: int = 0
+    stale_reason: str = ""
+    telemetry_at: dt.datetime | None = None
+
+    @property
+    def power_pct(self) -> int | None:
+        if not self.power_budget_w:
+            return None
+        return round(100 * self.power_w / self.power_budget_w)
+
+
+def cluster_overview_list(
+    *, cluster_ids: Iterable[int] | None = None, with_alerts: bool = True
+) -> list[ClusterOverview]:
+    """One :class:`ClusterOverview` per cluster (all, or ``cluster_ids``), in name order."""
+    clusters = Cluster.objects.order_by("name")
+    if cluster_ids is not None:
+        clusters = clusters.filter(pk__in=list(cluster_ids))
+    out = {c.pk: ClusterOverview(cluster=c) for c in clusters}
+    if not out:
+        return []
+    ids = list(out)
+    now = timezone.now()
+    for cid, state, n in (
+        Node.objects.filter(cluster_id__in=ids)
+        .values_list("cluster_id", "slurm_state")
+        .annotate(n=Count("pk"))
+        .order_by("cluster_id", "slurm_state")
+    ):
+        out[cid].node_states.append((state or "unknown", n))
+        out[cid].node_total += n
+    for cid, total, alloc in (
+        NodeState.objects.filter(node__cluster_id__in=ids)
+        .values_list("node__cluster_id")
+        .annotate(Sum("gpus_total"), Sum("gpus_alloc"))
+    ):
+        out[cid].gpus_total, out[cid].gpus_alloc = total or 0, alloc or 0
+    for cid, budget in (
+        PSU.objects.filter(node__cluster_id__in=ids)
+        .values_list("node__cluster_id")
+        .annotate(Sum("capacity_w"))
+    ):
+        out[cid].power_budget_w = float(budget or 0)
+    _measured_power(out, ids, now)
+    _hottest(out, ids, now)
+    if with_alerts:
+        _alerts(out, ids)
+    for cid, state, n in (
+        Job.objects.filter(cluster_id__in=ids, state__in=("RUNNING", "PENDING"))
+        .values_list("cluster_id", "state")
+        .annotate(n=Count("pk"))
+        .order_by()
+    ):
+        if state == "RUNNING":
+            out[cid].jobs_running = n
+        else:
+            out[cid].jobs_pending = n
+    for o in out.values():
+        o.stale_reason = cluster_stale_reason(o.cluster, now=now)
+    return list(out.values())
+
+
+def cluster_stale_reason(cluster: Cluster, *, now: dt.datetime) -> str:
+    if cluster.last_sync_error:
+        return cluster.last_sync_error
+    if cluster.last_sync_ok_at is None:
+        return ""
+    limit = 3 * getattr(settings, "PORTAL_SYNC_INTERVAL", 15)
+    if now - cluster.last_sync_ok_at > dt.timedelta(seconds=max(limit, 60)):
+        when = cluster.last_sync_ok_at.strftime("%Y-%m-%d %H:%M:%S")
+        return gettext("no successful sync since %(when)s") % {"when": when}
+    return ""
+
+
+def _measured_power(out: dict[int, ClusterOverview], ids: list[int], now: dt.datetime) -> None:
+    """Whole-node power where the BMC reports it, else the sum of the node's card powers."""
+    node_w: dict[int, float] = {}
+    card_w: dict[int, float] = {}
+    cluster_of: dict[int, int] = {}
+    newest: dict[int, dt.datetime] = {}
+    rows = LatestValue.objects.filter(
+        series__node__cluster_id__in=ids,
+        series__metric__in=(NODE_POWER, CARD_POWER),
+        ts__gte=fresh_after(now),
+    ).values_list("series__node_id", "series__node__cluster_id", "series__metric", "value", "ts")
+    for node_id, cid, metric, value, ts in rows:
+        cluster_of[node_id] = cid
+        target = node_w if metric == NODE_POWER else card_w
+        target[node_id] = target.get(node_id, 0.0) + value
+        if cid not in newest or ts > newest[cid]:
+            newest[cid] = ts
+    for node_id, cid in cluster_of.items():
+        out[cid].power_w += node_w.get(node_id, card_w.get(node_id, 0.0))
+    for cid, ts in newest.items():
+        out[cid].telemetry_at = ts
+
+
+def _hottest(out: dict[int, ClusterOverview], ids: list[int], now: dt.datetime) -> None:
+    rows = (
+        LatestValue.objects.filter(
+            series__node__cluster_id__in=ids, series__metric=TEMPERATURE, ts__gte=fresh_after(now)
+        )
+        .exclude(series__card_ref="")
+        .order_by("-value")
+        .values_list(
+            "series__node__cluster_id",
+            "series__card_id",
+            "series__node_id",
+            "series__node__hostname",
+            "series__card__slot",
+            "series__card_ref",
+            "value",
+        )  # fmt: skip
+    )
+    for cid, card_id, node_id, hostname, slot, ref, value in rows[: HOTTEST * len(ids) * 4]:
+        hot = out[cid].hottest
+        if len(hot) < HOTTEST:
+            label = f"{hostname}/{slot}" if slot else f"{hostname} {ref[:12]}"
+            hot.append(HotCard(card_id, node_id, hostname, label, value, temperature_level(value)))
+
+
+def _alerts(out: dict[int, ClusterOverview], ids: list[int]) -> None:
+    firing = Alert.objects.filter(status=Alert.Status.FIRING, node__cluster_id__in=ids)
+    for cid, n in firing.values_list("node__cluster_id").annotate(n=Count("pk")).order_by():
+        out[cid].alerts_firing = n
+    for alert in firing.select_related("rule", "node").order_by("-started_at")[: ALERTS_SHOWN * len(ids)]:
+        shown = out[alert.node.cluster_id or 0].alerts
+        if len(shown) < ALERTS_SHOWN:
+            shown.append(alert)
+
+
+# -- rack thermal map and node charts -------------------------------------------------------------
+@dataclass
+class ThermalCard:
+    card: Card
+    temperature: float | None
+    power: float | None
+    utilisation: float | None
+
+    @property
+    def level(self) -> str:
+        return temperature_level(self.temperature)
+
+
+@dataclass
+class ThermalNode:
+    node: Node
+    cards: list[ThermalCard]
+    node_temperature: float | None = None
+
+    @property
+    def level(self) -> str:
+        temps = [c.temperature for c in self.cards if c.temperature is not None]
+        return temperature_level(max(temps) if temps else self.node_temperature)
+
+
+def node_thermal_list(
+    *, node_ids: Iterable[int] | None = None, rack_id: int | None = None
+) -> list[ThermalNode]:
+    """Nodes (of a rack, or by id) with their cards' latest temperature, power and utilisation."""
+    nodes = Node.objects.select_related("cluster").order_by("-position", "hostname")
+    if rack_id is not None:
+        nodes = nodes.filter(rack_id=rack_id)
+    if node_ids is not None:
+        nodes = nodes.filter(pk__in=list(node_ids))
+    node_list = list(nodes)
+    if not node_list:
+        return []
+    pks = [n.pk for n in node_list]
+    cards: dict[int, list[Card]] = {}
+    for card in Card.objects.filter(node_id__in=pks).select_related("card_model").order_by("slot"):
+        cards.setdefault(card.node_id, []).append(card)
+    latest = latest_values(pks)
+    result = []
+    for n in node_list:
+        tcards = [
+            ThermalCard(c, *(latest.get((n.pk, c.pk, m)) for m in CHART_METRICS)) for c in cards.get(n.pk, [])
+        ]
+        result.append(ThermalNode(n, tcards, latest.get((n.pk, None, TEMPERATURE))))
+    return result
+
+
+def latest_values(node_ids: Iterable[int]) -> dict[tuple[int, int | None, str], float]:
+    """{(node id, card id or None, metric): value} of the chart metrics, fresh values only.
+
+    Node-level sensors (sensor labels) of one metric keep their maximum.
+    """
+    out: dict[tuple[int, int | None, str], float] = {}
+    rows = LatestValue.objects.filter(
+        series__node_id__in=list(node_ids), series__metric__in=CHART_METRICS, ts__gte=fresh_after()
+    ).values_list("series__node_id", "series__card_id", "series__metric", "value")
+    for node_id, card_id, metric, value in rows:
+        key = (node_id, card_id, metric)
+        out[key] = max(value, out.get(key, value))
+    return out
+
+
+def node_latest_points(node_id: int) -> dict[str, Any]:
+    """The newest point of each chart metric per card, for appending to the node page's charts:
+    ``{"ts": epoch seconds, "cards": {card id: {metric: value}}}``."""
+    cards: dict[str, dict[str, float]] = {}
+    newest: dt.datetime | None = None
+    rows = LatestValue.objects.filter(
+        series__node_id=node_id,
+        series__metric__in=CHART_METRICS,
+        series__card__isnull=False,
+        ts__gte=fresh_after(),
+    ).values_list("series__card_id", "series__metric", "value", "ts")
+    for card_id, metric, value, ts in rows:
+        cards.setdefault(str(card_id), {})[metric] = value
+        newest = ts if newest is None or ts > newest else newest
+    return {"ts": newest.timestamp() if newest else None, "cards": cards}

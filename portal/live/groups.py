@@ -1,0 +1,24 @@
+"""Channel-layer group names: "<entity>.<pk>" (cluster.3, node.17, user.5, rack.2) and "overview"."""
+
+from __future__ import annotations
+
+#: the cluster summaries of the overview (counts only: every signed-in role may join it)
+OVERVIEW = "overview"
+#: every job and action (joined only by users who may see every user's jobs)
+ALL_JOBS = "jobs"
+
+
+def cluster(pk: int) -> str:
+    return f"cluster.{pk}"
+
+
+def rack(pk: int) -> str:
+    return f"rack.{pk}"
+
+
+def node(pk: int) -> str:
+    return f"node.{pk}"
+
+
+def user(pk: int) -> str:
+    return f"user.{pk}"

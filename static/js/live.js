@@ -1,0 +1,93 @@
+/* Rackpilot live glue: the htmx websocket extension swaps the fragments; this file only
+   (1) shows the connection state, (2) stops a live element's own polling while its socket is
+   open, (3) draws the node charts with uPlot: history from the series endpoint, then the points
+   pushed in #node-latest-<id>. Pages work without it (they render complete). */
+(function () {
+  "use strict";
+
+  function statusEl(root) { return (root || document).querySelector("#live-status"); }
+
+  document.addEventListener("htmx:wsOpen", function (e) {
+    e.target.dataset.liveOpen = "1";
+    var s = statusEl(); if (s) { s.classList.add("on"); s.classList.remove("off"); }
+  });
+  document.addEventListener("htmx:wsClose", function (e) {
+    delete e.target.dataset.liveOpen;
+    var s = statusEl(); if (s) { s.classList.add("off"); s.classList.remove("on"); }
+  });
+  // A live element that also polls (the fallback without websockets) skips its polls while open.
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    var elt = e.detail && e.detail.elt;
+    if (!elt || !elt.closest) return;
+    var live = elt.closest("[ws-connect]");
+    var trigger = elt.getAttribute("hx-trigger") || "";
+    if (live && live.dataset.liveOpen && trigger.indexOf("every ") === 0) e.preventDefault();
+  });
+
+  // -- node charts -------------------------------------------------------------------------
+  var WINDOW_S = 3600;
+  var charts = {};  // metric -> {plot, data, cards}
+
+  function initCharts(root) {
+    if (typeof uPlot === "undefined") return;
+    var box = root.querySelector("[data-live-charts]");
+    if (!box || box.dataset.ready) return;
+    box.dataset.ready = "1";
+    var cards = JSON.parse(box.dataset.cards || "[]");
+    var labels = JSON.parse(box.dataset.labels || "{}");
+    box.querySelectorAll("figure.chart").forEach(function (fig) {
+      var metric = fig.dataset.metric;
+      var url = box.dataset.seriesUrl + "?node=" + encodeURIComponent(box.dataset.node) +
+        "&metric=" + encodeURIComponent(metric) + "&from=now-1h&step=60";
+      fetch(url, {credentials: "same-origin", headers: {"Accept": "application/json"}})
+        .then(function (r) { return r.ok ? r.json() : {series: []}; })
+        .then(function (body) { draw(fig, metric, labels[metric] || metric, cards, body.series || []); })
+        .catch(function () { draw(fig, metric, labels[metric] || metric, cards, []); });
+    });
+  }
+
+  function draw(fig, metric, title, cards, series) {
+    var byCard = {};
+    series.forEach(function (s) { if (s.card != null) byCard[s.card] = s.points; });
+    var times = {};
+    Object.keys(byCard).forEach(function (c) { byCard[c].forEach(function (p) { times[p[0]] = 1; }); });
+    var xs = Object.keys(times).map(Number).sort(function (a, b) { return a - b; });
+    var data = [xs];
+    cards.forEach(function (c) {
+      var pts = {}; (byCard[c.id] || []).forEach(function (p) { pts[p[0]] = p[2]; });
+      data.push(xs.map(function (t) { return t in pts ? pts[t] : null; }));
+    });
+    var palette = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+    var opts = {
+      title: title, width: Math.max(280, fig.clientWidth || 420), height: 180,
+      series: [{}].concat(cards.map(function (c, i) {
+        return {label: c.label, stroke: palette[i % palette.length], spanGaps: true};
+      })),
+      axes: [{}, {size: 50}],
+    };
+    charts[metric] = {plot: new uPlot(opts, data, fig), data: data, cards: cards};
+  }
+
+  function appendLatest(el) {
+    var points;
+    try { points = JSON.parse(el.dataset.points || "{}"); } catch (err) { return; }
+    if (!points.ts) return;
+    Object.keys(charts).forEach(function (metric) {
+      var c = charts[metric], data = c.data, xs = data[0];
+      if (xs.length && xs[xs.length - 1] >= points.ts) return;
+      xs.push(points.ts);
+      c.cards.forEach(function (card, i) {
+        var v = (points.cards[card.id] || {})[metric];
+        data[i + 1].push(v === undefined ? null : v);
+      });
+      while (xs.length && xs[0] < points.ts - WINDOW_S) { data.forEach(function (d) { d.shift(); }); }
+      c.plot.setData(data);
+    });
+  }
+
+  document.addEventListener("htmx:oobAfterSwap", function (e) {
+    var t = e.detail && e.detail.target;
+    if (t && t.id && t.id.indexOf("node-latest-") === 0) appendLatest(t);
+  });
+  document.addEventListener("DOMContentLoaded", function () { initCharts(document); });
+})();

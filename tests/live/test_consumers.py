@@ -1,0 +1,342 @@
+"""Live consumers over the real Redis channel layer: auth, groups, role scoping, snapshot, coalescing."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+
+from portal.live import groups, push
+
+from .conftest import communicator
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def run(coro_fn: Any) -> Any:
+    return async_to_sync(coro_fn)()
+
+
+def test_anonymous_socket_is_rejected(rig: dict[str, Any]) -> None:
+    from django.contrib.auth.models import AnonymousUser
+
+    async def scenario() -> Any:
+        comm = communicator("/ws/live/overview/", AnonymousUser())
+        result = await comm.connect()
+        await comm.disconnect()
+        return result
+
+    assert run(scenario) == (False, 4401)
+
+
+def test_session_cookie_authenticates_through_the_asgi_application(
+    rig: dict[str, Any], admin_user: Any
+) -> None:
+    from channels.testing.websocket import WebsocketCommunicator
+    from django.test import Client
+
+    from portal.asgi import application
+
+    client = Client()
+    client.force_login(admin_user)
+    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+
+    async def scenario() -> tuple[bool, str]:
+        comm = WebsocketCommunicator(
+            application, "/ws/live/overview/", headers=[(b"cookie", cookie), (b"origin", b"http://127.0.0.1")]
+        )
+        connected, _ = await comm.connect()
+        first = await comm.receive_from(timeout=5)
+        await comm.disconnect()
+        return connected, first
+
+    connected, first = run(scenario)
+    assert connected is True
+    assert f'id="overview-cluster-{rig["cluster"].pk}"' in first
+
+
+def test_overview_snapshot_on_connect_has_every_cluster(
+    rig: dict[str, Any], admin_user: Any, ingest: Any
+) -> None:
+    ingest(rig["cards"][0], temperature=71.0, power=300.0)
+
+    async def scenario() -> str:
+        comm = communicator("/ws/live/overview/", admin_user)
+        await comm.connect()
+        snap = await comm.receive_from(timeout=5)
+        await comm.disconnect()
+        return snap
+
+    snap = run(scenario)
+    assert 'data-seq="snapshot"' in snap
+    assert f'id="overview-cluster-{rig["cluster"].pk}"' in snap
+    assert "300 W / 1600 W" in snap
+    assert "gpu01/0" in snap and "temp-warm" in snap
+    assert "alerts firing" in snap or "alert firing" in snap
+
+
+def test_ingest_is_pushed_to_overview_and_rack_and_node_groups(
+    rig: dict[str, Any], admin_user: Any, ingest: Any
+) -> None:
+    card = rig["cards"][1]
+
+    async def scenario() -> tuple[str, str, str]:
+        overview = communicator("/ws/live/overview/", admin_user)
+        rack = communicator(f"/ws/live/rack/{rig['rack'].pk}/", admin_user)
+        node = communicator(f"/ws/live/node/{card.node_id}/", admin_user)
+        for c in (overview, rack, node):
+            assert (await c.connect())[0]
+            await c.receive_from(timeout=5)  # snapshot
+        await database_sync_to_async(
+            lambda: (ingest(card, temperature=95.0, power=420.0), push.flush_now())
+        )()
+        got = (await overview.receive_from(5), await rack.receive_from(5), await node.receive_from(5))
+        for c in (overview, rack, node):
+            assert await c.receive_nothing()
+            await c.disconnect()
+        return got
+
+    overview, rack, node = run(scenario)
+    assert "95 °C" in overview and "temp-critical" in overview
+    assert re.search(rf'<span id="thermal-card-{card.pk}" class="tcard temp-critical"', rack)
+    assert f'id="node-latest-{card.node_id}"' in node and "temp-critical" in node
+    points = json.loads(html.unescape(re.search(r'data-points="([^"]*)"', node).group(1)))
+    assert points["cards"][str(card.pk)] == {"temperature_c": 95.0, "power_w": 420.0}
+
+
+def test_changes_are_coalesced_into_one_group_event_per_group(rig: dict[str, Any], admin_user: Any) -> None:
+    node = rig["nodes"][0]
+    for _ in range(50):
+        push.mark_changed("node", [node.pk])
+    push.mark_changed("card", [rig["cards"][0].pk, rig["cards"][1].pk])
+
+    messages = push.route(*push.coalescer.take()[:1], seq="t-1", ts=1.0)
+
+    assert sorted(messages) == sorted(
+        [
+            groups.node(node.pk),
+            groups.cluster(rig["cluster"].pk),
+            groups.rack(rig["rack"].pk),
+            groups.OVERVIEW,
+        ]
+    )
+    assert messages[groups.node(node.pk)]["ids"] == {
+        "node": [node.pk],
+        "card": [c.pk for c in rig["cards"][:2]],
+    }
+    assert messages[groups.OVERVIEW]["ids"] == {"cluster": [rig["cluster"].pk]}
+    assert push.coalescer.take() == ({}, None)
+
+
+def test_one_event_reaches_the_socket_once_and_renders_once_for_many_sockets(
+    rig: dict[str, Any], admin_user: Any, monkeypatch: Any
+) -> None:
+    from portal.live import consumers
+
+    calls: list[Any] = []
+    real = consumers.render_overview
+
+    def counting(cluster_ids: Any, *, with_alerts: bool) -> str:
+        calls.append(cluster_ids)
+        return real(cluster_ids, with_alerts=with_alerts)
+
+    monkeypatch.setattr(consumers, "render_overview", counting)
+
+    async def scenario() -> list[str]:
+        socks = [communicator("/ws/live/overview/", admin_user) for _ in range(3)]
+        for s in socks:
+            await s.connect()
+            await s.receive_from(5)
+        calls.clear()
+        for _ in range(20):
+            push.mark_changed("node", [rig["nodes"][0].pk])
+        await database_sync_to_async(push.flush_now)()
+        frames = [await s.receive_from(5) for s in socks]
+        for s in socks:
+            assert await s.receive_nothing()
+            await s.disconnect()
+        return frames
+
+    frames = run(scenario)
+    assert len(frames) == 3 and all(f'id="overview-cluster-{rig["cluster"].pk}"' in f for f in frames)
+    assert calls == [[rig["cluster"].pk]]
+
+
+def _job(cluster: Any, owner: Any, job_id: int, state: str = "PENDING") -> Any:
+    from jobs.models import Job
+
+    return Job.objects.create(cluster=cluster, job_id=job_id, name=f"train-{job_id}", user=owner.username,
+                              owner=owner, state=state, partition="gpu")  # fmt: skip
+
+
+def test_researcher_never_receives_another_users_job(
+    rig: dict[str, Any], researcher_user: Any, make_user: Any
+) -> None:
+    bob = make_user("bob", "researcher")
+    mine = _job(rig["cluster"], researcher_user, 101)
+
+    async def scenario() -> tuple[str, bool, list[str]]:
+        comm = communicator("/ws/live/jobs/?scope=all", researcher_user)
+        assert (await comm.connect())[0]
+        snap = await comm.receive_from(5) + await comm.receive_from(5)
+        other = await database_sync_to_async(lambda: _job(rig["cluster"], bob, 202))()
+        await database_sync_to_async(lambda: (push.mark_changed("job", [other.pk]), push.flush_now()))()
+        nothing = await comm.receive_nothing(timeout=0.5)
+        await database_sync_to_async(lambda: (push.mark_changed("job", [mine.pk]), push.flush_now()))()
+        frames = [await comm.receive_from(5), await comm.receive_from(5)]
+        await comm.disconnect()
+        return snap, nothing, frames
+
+    snap, nothing, frames = run(scenario)
+    assert f'id="job-{mine.pk}"' in snap and "train-202" not in snap
+    assert nothing is True
+    assert 'id="live-status"' in frames[0]
+    assert f'<tr id="job-{mine.pk}"' in frames[1] and "train-202" not in frames[1]
+
+
+def test_researcher_sockets_join_only_their_user_group_and_the_overview(
+    rig: dict[str, Any], researcher_user: Any
+) -> None:
+    from jobs.models import Action
+
+    routed = push.route({"job": [_job(rig["cluster"], researcher_user, 7).pk]}, seq="s", ts=0.0)
+    assert groups.user(researcher_user.pk) in routed and groups.ALL_JOBS in routed
+
+    async def scenario() -> tuple[list[str], list[str], str]:
+        jobs = communicator("/ws/live/jobs/", researcher_user)
+        overview = communicator("/ws/live/overview/", researcher_user)
+        await jobs.connect()
+        await overview.connect()
+        snap = await overview.receive_from(5)
+        joined = get_channel_layer()._get_layer().groups
+        got = (
+            sorted(g for g in joined if "jobs" in g or "user." in g),
+            sorted(g for g in joined if "overview" in g),
+        )
+        await jobs.disconnect()
+        await overview.disconnect()
+        return *got, snap
+
+    jobs_groups, overview_groups, snap = run(scenario)
+    assert [g.split("__group__")[1] for g in jobs_groups] == [groups.user(researcher_user.pk)]
+    assert [g.split("__group__")[1] for g in overview_groups] == [groups.OVERVIEW]
+    assert "alerts firing" not in snap and "alert firing" not in snap
+    assert Action.objects.count() == 0
+
+
+def test_operator_sees_every_users_job_rows_as_they_change(
+    rig: dict[str, Any], operator_user: Any, researcher_user: Any
+) -> None:
+    from jobs.models import Job
+
+    job = _job(rig["cluster"], researcher_user, 301)
+
+    async def scenario() -> list[str]:
+        comm = communicator("/ws/live/jobs/?scope=all", operator_user)
+        await comm.connect()
+        await comm.receive_from(5)
+        await comm.receive_from(5)
+
+        def change() -> None:
+            Job.objects.filter(pk=job.pk).update(state="RUNNING")
+            push.mark_changed("job", [job.pk])
+            push.flush_now()
+            new = _job(rig["cluster"], researcher_user, 302)
+            push.mark_changed("job", [new.pk])
+            push.flush_now()
+
+        await database_sync_to_async(change)()
+        frames = [await comm.receive_from(5) for _ in range(4)]
+        await comm.disconnect()
+        return frames
+
+    frames = run(scenario)
+    assert frames[1].startswith(f'<tr id="job-{job.pk}" class="state-running">')
+    assert frames[3].startswith('<tbody hx-swap-oob="afterbegin:#job-rows"><tr id="job-')
+    assert "302" in frames[3]
+
+
+def test_action_progress_is_pushed_to_the_action_page(
+    rig: dict[str, Any], operator_user: Any, monkeypatch: Any
+) -> None:
+    from jobs import services
+    from jobs.models import Action, ActionStatus
+
+    monkeypatch.setattr(services, "action_enqueue", lambda action_id: None)
+    node = rig["nodes"][0]
+    action = services.node_drain_request(node, user=operator_user, reason="fan noise")
+    push.flush_now()  # the creation
+
+    async def scenario() -> tuple[str, str]:
+        comm = communicator(f"/ws/live/jobs/?view=action&id={action.pk}", operator_user)
+        assert (await comm.connect())[0]
+        await comm.receive_from(5)
+        snap = await comm.receive_from(5)
+
+        def finish() -> None:
+            services._finish(Action.objects.get(pk=action.pk), ActionStatus.SUCCEEDED, output="Drained")
+            push.flush_now()
+
+        await database_sync_to_async(finish)()
+        await comm.receive_from(5)
+        card = await comm.receive_from(5)
+        await comm.disconnect()
+        return snap, card
+
+    snap, card = run(scenario)
+    assert f'id="action-{action.pk}"' in snap and "status-pending" in snap
+    assert f'id="action-{action.pk}"' in card and "status-succeeded" in card and "Drained" in card
+
+
+def test_another_users_action_page_is_refused(
+    rig: dict[str, Any], operator_user: Any, researcher_user: Any, monkeypatch: Any
+) -> None:
+    from jobs import services
+
+    monkeypatch.setattr(services, "action_enqueue", lambda action_id: None)
+    action = services.node_drain_request(rig["nodes"][0], user=operator_user, reason="x")
+
+    async def scenario() -> Any:
+        comm = communicator(f"/ws/live/jobs/?view=action&id={action.pk}", researcher_user)
+        result = await comm.connect()
+        await comm.disconnect()
+        return result
+
+    assert run(scenario) == (False, 4403)
+
+
+def test_node_page_snapshot_has_latest_values_and_activity(
+    rig: dict[str, Any], operator_user: Any, ingest: Any
+) -> None:
+    card = rig["cards"][0]
+    ingest(card, temperature=60.0, power=250.0)
+
+    async def scenario() -> str:
+        comm = communicator(f"/ws/live/node/{card.node_id}/", operator_user)
+        assert (await comm.connect())[0]
+        snap = await comm.receive_from(5)
+        await comm.disconnect()
+        return snap
+
+    snap = run(scenario)
+    assert f'id="node-latest-{card.node_id}"' in snap
+    assert f'id="node-activity-{card.node_id}"' in snap
+    assert "60 °C · 250 W" in snap
+
+
+def test_unknown_node_or_rack_is_refused(rig: dict[str, Any], admin_user: Any) -> None:
+    async def scenario() -> list[Any]:
+        out = []
+        for path in ("/ws/live/node/999999/", "/ws/live/rack/999999/"):
+            comm = communicator(path, admin_user)
+            out.append(await comm.connect())
+            await comm.disconnect()
+        return out
+
+    assert run(scenario) == [(False, 4403), (False, 4403)]
