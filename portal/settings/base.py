@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "template_partials",
     "channels",
     "portal",
+    "portal.live",
     "inventory",
     "jobs",
     "monitoring",
@@ -215,6 +216,10 @@ PORTAL_ENCRYPTION_KEY = env("PORTAL_ENCRYPTION_KEY", "")  # Fernet key; derived 
 PORTAL_CLUSTER_BACKEND_OVERRIDE = env("PORTAL_CLUSTER_BACKEND", "")  # force 'simulator' for demos
 PORTAL_POWER_HEADROOM_PCT = env_int("PORTAL_POWER_HEADROOM_PCT", 20)
 PORTAL_RESEARCHERS_SEE_ALL_JOBS = env_bool("PORTAL_RESEARCHERS_SEE_ALL_JOBS", False)
+# Live dashboards (portal/live): push at most every N ms per process; layer watchdog period.
+PORTAL_LIVE_FLUSH_MS = env_int("PORTAL_LIVE_FLUSH_MS", 200)
+PORTAL_LIVE_WATCHDOG_S = env_int("PORTAL_LIVE_WATCHDOG_S", 2)
+PORTAL_LIVE_OVERVIEW_REFRESH_S = env_int("PORTAL_LIVE_OVERVIEW_REFRESH_S", 30)
 PORTAL_SYNC_INTERVAL = env_int("PORTAL_SYNC_INTERVAL", 15)  # seconds between Slurm syncs (beat)
 PORTAL_ACTION_MAX_ATTEMPTS = env_int("PORTAL_ACTION_MAX_ATTEMPTS", 5)  # retryable failures before "failed"
 PORTAL_ACTION_RETRY_BACKOFF = env_int("PORTAL_ACTION_RETRY_BACKOFF", 5)  # seconds, doubled per retry (max 300)
