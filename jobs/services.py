@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
+from django.dispatch import Signal
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -37,6 +38,14 @@ from portal.models import AuditEntry
 from portal.services import audit_record
 
 logger = logging.getLogger(__name__)
+
+#: sent on commit when an action is created or changes status: send(sender=Action, action_ids=[...])
+action_changed = Signal()
+
+
+def _action_changed(action_id: Any) -> None:
+    transaction.on_commit(lambda: action_changed.send(sender=Action, action_ids=[action_id]))
+
 
 OPERATE_NODES = "jobs.operate_nodes"
 CANCEL_ANY_JOB = "jobs.cancel_any_job"
@@ -100,6 +109,7 @@ def _create_action(action: Action, *, user: Any, audit: str, message: str) -> Ac
     )
     action_id = str(action.pk)
     transaction.on_commit(lambda: action_enqueue(action_id))
+    _action_changed(action.pk)
     return action
 
 
@@ -336,6 +346,7 @@ def _finish(action: Action, status: str, *, output: str = "", error: str = "") -
     Action.objects.filter(pk=action.pk, status__in=ACTIVE_ACTION_STATUSES).update(
         status=status, output=output, error=error, finished=timezone.now()
     )
+    _action_changed(action.pk)
     action.refresh_from_db()
     return action
 
@@ -358,6 +369,7 @@ def action_execute(action_id: str) -> Action | None:
         action.attempts += 1
         action.started = action.started or timezone.now()
         action.save(update_fields=["status", "attempts", "started"])
+        _action_changed(action.pk)
     cluster = Cluster.objects.get(pk=action.cluster_id)
     try:
         with cluster_backend(cluster) as backend:
@@ -367,6 +379,7 @@ def action_execute(action_id: str) -> Action | None:
         if action.attempts >= _max_attempts():
             return _finish(action, ActionStatus.FAILED, output=note, error=str(exc))
         Action.objects.filter(pk=action.pk).update(status=ActionStatus.PENDING, error=str(exc), output=note)
+        _action_changed(action.pk)
         raise
     except TerminalError as exc:
         return _finish(action, ActionStatus.FAILED, output=exc.slurm_message, error=str(exc))

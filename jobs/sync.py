@@ -380,6 +380,9 @@ def cluster_sync(cluster: Cluster, *, backend: ClusterBackend | None = None) -> 
 
 
 def cluster_sync_locked(cluster: Cluster, *, lock_seconds: int = 120) -> SyncResult | None:
+    transaction.on_commit(
+        lambda: cluster_synced.send(sender=Cluster, cluster=cluster, node_ids=[], job_ids=[])
+    )
     """cluster_sync unless another sync of this cluster is running (returns None then)."""
     key = f"jobs:sync-lock:{cluster.pk}"
     if not cache.add(key, "1", timeout=lock_seconds):
