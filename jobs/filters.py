@@ -36,7 +36,7 @@ class JobFilterSet(df.FilterSet):
         if value is None:
             return queryset
         return queryset.filter(
-            cluster_id=value.cluster_id, node_names__contains=f",{value.effective_slurm_name},"
+            cluster_id=value.cluster_id or 0, node_names__contains=f",{value.effective_slurm_name},"
         )
 
     def filter_active(self, queryset: QuerySet[Job], name: str, value: bool | None) -> QuerySet[Job]:

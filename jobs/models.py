@@ -159,6 +159,8 @@ class Job(models.Model):
     )
     first_seen = models.DateTimeField(auto_now_add=True)
     last_seen = models.DateTimeField(null=True, blank=True)
+    #: Fingerprint of the synced fields: the sync compares it instead of reading every column back.
+    sync_hash = models.BigIntegerField(default=0, editable=False)
 
     class Meta:
         ordering = ["-job_id"]

@@ -306,11 +306,11 @@ def _perform(action: Action, backend: ClusterBackend) -> str:
         )
         return f"Reboot of {target} requested" + (" (ASAP)" if p.get("asap") else "")
     if kind == ActionKind.POWER_CYCLE:
-        node = Node.objects.get(pk=action.node_id)
+        node = Node.objects.get(pk=action.node_id or 0)
         bmc = BMC(
-            kind=node.bmc_kind,
+            kind=node.bmc_kind,  # type: ignore[arg-type]
             address=node.bmc_address,
-            username=node.bmc_username,  # type: ignore[arg-type]
+            username=node.bmc_username,
             password=node.bmc_password,
         )
         backend.power_cycle_node(bmc)

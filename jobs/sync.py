@@ -8,6 +8,7 @@ on commit (the live-update layer listens to it).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from collections.abc import Iterable, Sequence
@@ -17,6 +18,7 @@ from typing import Any
 
 from django.core.cache import cache
 from django.db import transaction
+from django.db.models import Q
 from django.dispatch import Signal
 from django.utils import timezone
 
@@ -79,8 +81,15 @@ def expand_hostlist(text: str | None, *, limit: int = 100_000) -> list[str]:
 
 
 def node_names_field(nodes: str | None) -> str:
-    names = expand_hostlist(nodes)
-    return f",{','.join(names)}," if names else ""
+    if not nodes:
+        return ""
+    names = expand_hostlist(nodes) if "[" in nodes else nodes.split(",")
+    return f",{','.join(names)},"
+
+
+def _fingerprint(values: tuple[Any, ...]) -> int:
+    plain = [v.timestamp() if isinstance(v, datetime) else v for v in values]
+    return int.from_bytes(hashlib.blake2b(repr(plain).encode(), digest_size=8).digest(), "big", signed=True)
 
 
 # ---------------------------------------------------------------------------- jobs
@@ -94,11 +103,15 @@ _STATE = JOB_SYNC_FIELDS.index("state")
 _REASON = JOB_SYNC_FIELDS.index("state_reason")
 
 
-def _job_values(j: JobInfo, owners: dict[str, int]) -> tuple[Any, ...]:
+def _job_values(j: JobInfo, owners: dict[str, int], names: dict[str, str]) -> tuple[Any, ...]:
     user = j.user or ""
+    nodes = j.nodes[:1024]
+    node_names = names.get(nodes)
+    if node_names is None:
+        node_names = names[nodes] = node_names_field(nodes)
     return (
         j.name[:255], user, owners.get(user), j.account or "", j.partition or "", j.state,
-        (j.state_reason or "")[:255], j.nodes[:1024], node_names_field(j.nodes), j.node_count, j.gpus,
+        (j.state_reason or "")[:255], nodes, node_names, j.node_count, j.gpus,
         j.gpu_type or "", j.cpus, j.submit_time, j.start_time, j.end_time, j.time_limit_minutes,
         j.exit_code, j.stdout_path or "", j.work_dir or "", j.tag or "",
     )  # fmt: skip
@@ -107,23 +120,30 @@ def _job_values(j: JobInfo, owners: dict[str, int]) -> tuple[Any, ...]:
 def reconcile_jobs(
     cluster: Cluster, jobs: Sequence[JobInfo], *, now: datetime, listed_since: datetime | None = None
 ) -> tuple[list[int], int, int]:
-    """Returns (changed Job pks, number created, number of transitions)."""
+    """Returns (changed Job pks, number created, number of transitions).
+
+    Reads back only (job_id, pk, state, fingerprint) for every row, and the full synced columns
+    only of rows whose fingerprint changed.
+    """
+    from jobs.cluster.types import ACTIVE_JOB_STATES
+
     owners = dict(ClusterAccount.objects.filter(cluster=cluster).values_list("username", "user_id"))
-    existing: dict[int, tuple[Any, ...]] = {
-        row[1]: row
-        for row in Job.objects.filter(cluster=cluster).values_list(
-            "pk", "job_id", "last_seen", *JOB_SYNC_FIELDS
+    existing: dict[int, tuple[int, str, int]] = {
+        job_id: (pk, state, fp)
+        for job_id, pk, state, fp in Job.objects.filter(cluster=cluster).values_list(
+            "job_id", "pk", "state", "sync_hash"
         )
     }
+    names: dict[str, str] = {}
     new_rows: list[Job] = []
-    changed: list[tuple[Job, list[str]]] = []
-    transitions: list[JobTransition] = []
+    differing: dict[int, tuple[int, tuple[Any, ...], int]] = {}
     seen: set[int] = set()
     for info in jobs:
         if info.job_id in seen:
             continue
         seen.add(info.job_id)
-        values = _job_values(info, owners)
+        values = _job_values(info, owners, names)
+        fp = _fingerprint(values)
         row = existing.get(info.job_id)
         if row is None:
             new_rows.append(
@@ -131,48 +151,50 @@ def reconcile_jobs(
                     cluster=cluster,
                     job_id=info.job_id,
                     last_seen=now,
+                    sync_hash=fp,
                     **dict(zip(JOB_SYNC_FIELDS, values, strict=True)),
                 )
             )
-            continue
-        old = row[3:]
-        if old == values:
-            continue
-        fields = [f for f, a, b in zip(JOB_SYNC_FIELDS, old, values, strict=True) if a != b]
-        obj = Job(
-            pk=row[0],
-            cluster=cluster,
-            job_id=info.job_id,
-            last_seen=now,
-            **{f: values[JOB_SYNC_FIELDS.index(f)] for f in fields},
-        )
-        changed.append((obj, fields))
-        if old[_STATE] != values[_STATE]:
-            transitions.append(
-                JobTransition(
-                    job_id=row[0],
-                    from_state=old[_STATE],
-                    to_state=values[_STATE],
-                    reason=values[_REASON],
-                    at=now,
+        elif row[2] != fp:
+            differing[row[0]] = (info.job_id, values, fp)
+    changed: list[tuple[Job, list[str]]] = []
+    transitions: list[JobTransition] = []
+    if differing:
+        old_rows = Job.objects.filter(pk__in=list(differing)).values_list("pk", *JOB_SYNC_FIELDS)
+        for pk, *old in old_rows:
+            job_id, values, fp = differing[pk]
+            fields = [f for f, a, b in zip(JOB_SYNC_FIELDS, old, values, strict=True) if a != b]
+            obj = Job(
+                pk=pk,
+                cluster=cluster,
+                job_id=job_id,
+                last_seen=now,
+                sync_hash=fp,
+                **{f: values[JOB_SYNC_FIELDS.index(f)] for f in fields},
+            )
+            changed.append((obj, [*fields, "sync_hash"]))
+            if old[_STATE] != values[_STATE]:
+                transitions.append(
+                    JobTransition(
+                        job_id=pk,
+                        from_state=old[_STATE],
+                        to_state=values[_STATE],
+                        reason=values[_REASON],
+                        at=now,
+                    )
                 )
-            )
     # Active jobs that Slurm no longer lists (purged before we saw their end): never leave them "running".
-    from jobs.cluster.types import ACTIVE_JOB_STATES
-
-    for job_id, row in existing.items():
-        if job_id in seen or row[3 + _STATE] not in ACTIVE_JOB_STATES:
-            continue
-        if listed_since is not None and row[2] is not None and row[2] > listed_since:
-            continue  # written (e.g. by a submit) after the listing was taken
+    gone = [row[0] for job_id, row in existing.items() if job_id not in seen and row[1] in ACTIVE_JOB_STATES]
+    if gone:
+        recent = Q(last_seen__gt=listed_since) if listed_since is not None else Q(pk__in=[])
         reason = "no longer reported by Slurm"
-        obj = Job(pk=row[0], cluster=cluster, job_id=job_id, state=JOB_STATE_UNKNOWN, state_reason=reason)
-        changed.append((obj, ["state", "state_reason"]))
-        transitions.append(
-            JobTransition(
-                job_id=row[0], from_state=row[3 + _STATE], to_state=JOB_STATE_UNKNOWN, reason=reason, at=now
+        # rows written (e.g. by a submit) after the listing was taken are left alone
+        for pk, state in Job.objects.filter(pk__in=gone).exclude(recent).values_list("pk", "state"):
+            obj = Job(pk=pk, cluster=cluster, state=JOB_STATE_UNKNOWN, state_reason=reason, sync_hash=0)
+            changed.append((obj, ["state", "state_reason", "sync_hash"]))
+            transitions.append(
+                JobTransition(job_id=pk, from_state=state, to_state=JOB_STATE_UNKNOWN, reason=reason, at=now)
             )
-        )
     if new_rows:
         Job.objects.bulk_create(new_rows, batch_size=_BULK_BATCH)
         transitions += [
@@ -358,6 +380,9 @@ def reconcile(
 
 def cluster_mark_stale(cluster: Cluster, error: str) -> None:
     Cluster.objects.filter(pk=cluster.pk).update(last_sync_at=timezone.now(), last_sync_error=error[:2000])
+    transaction.on_commit(
+        lambda: cluster_synced.send(sender=Cluster, cluster=cluster, node_ids=[], job_ids=[])
+    )
 
 
 def cluster_sync(cluster: Cluster, *, backend: ClusterBackend | None = None) -> SyncResult:
@@ -380,9 +405,6 @@ def cluster_sync(cluster: Cluster, *, backend: ClusterBackend | None = None) -> 
 
 
 def cluster_sync_locked(cluster: Cluster, *, lock_seconds: int = 120) -> SyncResult | None:
-    transaction.on_commit(
-        lambda: cluster_synced.send(sender=Cluster, cluster=cluster, node_ids=[], job_ids=[])
-    )
     """cluster_sync unless another sync of this cluster is running (returns None then)."""
     key = f"jobs:sync-lock:{cluster.pk}"
     if not cache.add(key, "1", timeout=lock_seconds):

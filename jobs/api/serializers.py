@@ -66,7 +66,9 @@ class NodeActionSerializer(serializers.Serializer):
 
 
 class JobSerializer(PortalModelSerializer):
-    submitted_by_action = serializers.PrimaryKeyRelatedField(read_only=True)
+    submitted_by_action: serializers.PrimaryKeyRelatedField[Any] = serializers.PrimaryKeyRelatedField(
+        read_only=True
+    )
 
     class Meta:
         model = Job

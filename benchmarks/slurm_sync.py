@@ -1,0 +1,161 @@
+"""Benchmark: reconcile a squeue listing of 10,000 jobs and a sinfo listing of 1,000 nodes.
+
+    TEST_DATABASE_NAME=bench_rp_jobs .venv/bin/python benchmarks/slurm_sync.py [--jobs 10000 --nodes 1000 --runs 5]
+
+Generates v0.0.38 (Slurm 22.05) JSON, parses it with jobs.cluster.slurm_parsers and reconciles it
+into a scratch PostgreSQL database (created and dropped by the script): cold (empty tables) and with
+1% of jobs and nodes changed. Prints medians of wall time and query counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
+os.environ.setdefault("TEST_DATABASE_NAME", "bench_rp_jobs")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.db import connection  # noqa: E402
+from django.test.utils import CaptureQueriesContext, get_runner  # noqa: E402
+
+T0 = 1_796_000_000
+STATES = ["RUNNING", "PENDING", "COMPLETED", "FAILED"]
+
+
+def squeue_doc(n_jobs: int, n_nodes: int, changed: set[int] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
+    jobs = []
+    for i in range(1, n_jobs + 1):
+        state = STATES[i % 4]
+        if i in changed:
+            state = "COMPLETED" if state != "COMPLETED" else "FAILED"
+        jobs.append({
+            "job_id": i, "name": f"train-{i}", "user_name": f"user{i % 50}", "account": "ml",
+            "partition": "gpu", "job_state": state, "state_reason": "Priority" if state == "PENDING" else "None",
+            "nodes": f"gpu{i % n_nodes:04d}" if state != "PENDING" else "", "node_count": 1,
+            "tres_per_node": "gres:gpu:2", "tres_req_str": "cpu=8,mem=32G,node=1,billing=8,gres/gpu=2",
+            "minimum_cpus_per_node": 8, "cpus_per_task": None, "submit_time": T0 + i,
+            "start_time": T0 + i + 10 if state != "PENDING" else 0,
+            "end_time": T0 + i + 100 if state in ("COMPLETED", "FAILED") else 0,
+            "time_limit": 60, "exit_code": 256 if state == "FAILED" else 0,
+            "standard_output": f"/home/user{i % 50}/slurm-%j.out", "current_working_directory": f"/home/user{i % 50}",
+            "comment": "",
+        })  # fmt: skip
+    return {"meta": {"plugin": {"type": "openapi/v0.0.38"}, "Slurm": {"version": {"major": 22, "minor": 5, "micro": 8}}},
+            "errors": [], "jobs": jobs}  # fmt: skip
+
+
+def sinfo_doc(n_nodes: int, changed: set[int] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
+    nodes = []
+    for i in range(n_nodes):
+        drained = i in changed
+        nodes.append({
+            "name": f"gpu{i:04d}", "hostname": f"gpu{i:04d}", "state": "mixed" if i % 3 else "idle",
+            "state_flags": ["DRAIN"] if drained else [], "reason": "bench" if drained else "",
+            "reason_set_by_user": "root" if drained else "", "reason_changed_at": T0 if drained else 0,
+            "cpus": 64, "alloc_cpus": 8 if i % 3 else 0, "real_memory": 512000, "gres": "gpu:h100:8",
+            "gres_used": "gpu:h100:2(IDX:0-1)" if i % 3 else "gpu:h100:0(IDX:N/A)", "partitions": ["gpu"],
+            "boot_time": T0 - 86400,
+        })  # fmt: skip
+    return {"meta": {"plugin": {"type": "openapi/v0.0.38"}}, "errors": [], "nodes": nodes}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=10_000)
+    ap.add_argument("--nodes", type=int, default=1_000)
+    ap.add_argument("--runs", type=int, default=5)
+    args = ap.parse_args()
+
+    runner = get_runner(django.conf.settings)(verbosity=0, interactive=False)
+    old = runner.setup_databases()
+    try:
+        run(args.jobs, args.nodes, args.runs)
+    finally:
+        runner.teardown_databases(old)
+
+
+def run(n_jobs: int, n_nodes: int, runs: int) -> None:
+    from inventory.models import Cluster, Node
+    from jobs.cluster.slurm_parsers import parse_sinfo_json, parse_squeue_json
+    from jobs.models import Job, JobTransition, NodeState
+    from jobs.sync import reconcile
+
+    cluster = Cluster.objects.create(name="bench")
+    Node.objects.bulk_create([Node(hostname=f"gpu{i:04d}", cluster=cluster) for i in range(n_nodes)])
+    changed_jobs = set(range(1, n_jobs + 1, 100))
+    changed_nodes = set(range(0, n_nodes, 100))
+    base_text = (json.dumps(squeue_doc(n_jobs, n_nodes)), json.dumps(sinfo_doc(n_nodes)))
+    changed_text = (
+        json.dumps(squeue_doc(n_jobs, n_nodes, changed_jobs)),
+        json.dumps(sinfo_doc(n_nodes, changed_nodes)),
+    )
+
+    def parse(texts: tuple[str, str]) -> tuple[float, Any, Any]:
+        t = time.perf_counter()
+        jobs, nodes = parse_squeue_json(texts[0]), parse_sinfo_json(texts[1])
+        return time.perf_counter() - t, jobs, nodes
+
+    def clear() -> None:
+        JobTransition.objects.all().delete()
+        Job.objects.all().delete()
+        NodeState.objects.all().delete()
+        Node.objects.update(slurm_state="", slurm_reason="", slurm_state_since=None)
+
+    parse_t, jobs0, nodes0 = parse(base_text)
+    parse_t1, jobs1, nodes1 = parse(changed_text)
+    cold, cold_q, warm, warm_q, same, same_q = [], [], [], [], [], []
+    for _ in range(runs):
+        clear()
+        with CaptureQueriesContext(connection) as ctx:
+            t = time.perf_counter()
+            r = reconcile(cluster, nodes=nodes0, jobs=jobs0)
+            cold.append(time.perf_counter() - t)
+        cold_q.append(len(ctx.captured_queries))
+        assert r.created_jobs == n_jobs and len(r.node_ids) == n_nodes, (r.created_jobs, len(r.node_ids))
+        with CaptureQueriesContext(connection) as ctx:
+            t = time.perf_counter()
+            r = reconcile(cluster, nodes=nodes0, jobs=jobs0)
+            same.append(time.perf_counter() - t)
+        same_q.append(len(ctx.captured_queries))
+        assert not r.job_ids and not r.node_ids
+        with CaptureQueriesContext(connection) as ctx:
+            t = time.perf_counter()
+            r = reconcile(cluster, nodes=nodes1, jobs=jobs1)
+            warm.append(time.perf_counter() - t)
+        warm_q.append(len(ctx.captured_queries))
+        assert len(r.job_ids) == len(changed_jobs) and len(r.node_ids) == len(changed_nodes), (
+            len(r.job_ids),
+            len(r.node_ids),
+        )
+        reconcile(cluster, nodes=nodes0, jobs=jobs0)  # back to the base listing for the next round
+
+    def ms(xs: list[float]) -> str:
+        return f"{statistics.median(xs) * 1000:8.1f} ms"
+
+    print(
+        f"slurm sync benchmark: {n_jobs} jobs, {n_nodes} nodes, median of {runs} (PostgreSQL {connection.pg_version})"
+    )
+    print(
+        f"  parse squeue+sinfo JSON (v0.0.38)    {parse_t * 1000:8.1f} ms  (changed listing {parse_t1 * 1000:.1f} ms)"
+    )
+    print(f"  reconcile cold (all new)             {ms(cold)}  {statistics.median(cold_q):5.0f} queries")
+    print(f"  reconcile unchanged                  {ms(same)}  {statistics.median(same_q):5.0f} queries")
+    print(
+        f"  reconcile 1% changed                 {ms(warm)}  {statistics.median(warm_q):5.0f} queries "
+        f"({len(changed_jobs)} jobs, {len(changed_nodes)} nodes)"
+    )
+
+
+if __name__ == "__main__":
+    main()
