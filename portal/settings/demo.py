@@ -24,6 +24,8 @@ CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 CELERY_TASK_ALWAYS_EAGER = True
 CELERY_BROKER_URL = "memory://"
+# A retryable failure (an injected controller fault) must stay inside the action row, not reach the request.
+CELERY_TASK_EAGER_PROPAGATES = False
 PORTAL_CLUSTER_BACKEND_OVERRIDE = "simulator"
 # DEBUG is off, and there is no collectstatic step: WhiteNoise serves straight from the app folders.
 WHITENOISE_USE_FINDERS = True
