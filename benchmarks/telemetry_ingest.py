@@ -179,7 +179,7 @@ def run(args: argparse.Namespace) -> None:
     # (b) the HTTP endpoint, 1,000 samples per request (JSON encoding done before timing)
     from inventory.models import Node
 
-    _tok, _key = node_token_create(node=Node.objects.first(), user=None)
+    _tok, _key = node_token_create(node=Node.objects.get(hostname=targets[0][0]), user=None)
     from django.contrib.auth.models import User
 
     admin = User.objects.create_superuser("bench", password="x")  # noqa: S106
