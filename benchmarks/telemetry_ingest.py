@@ -224,7 +224,7 @@ def run(args: argparse.Namespace) -> None:
     extra = Series.objects.bulk_create(
         [
             Series(
-                node_id=Node.objects.first().pk,
+                node_id=Node.objects.get(hostname=targets[0][0]).pk,
                 card_ref=f"0000:{i // 256:02x}:{i % 256:02x}.0",
                 metric="power_w",
             )
