@@ -141,7 +141,8 @@ def action_request(
     if kind in NODE_ACTION_KINDS:
         if node is None:
             raise ValidationError({"node": [_("A node is required.")]})
-        if not user.has_perm(OPERATE_NODES):
+        # user None = the portal itself (an alert rule an admin configured to drain)
+        if user is not None and not user.has_perm(OPERATE_NODES):
             raise PermissionDenied(_("You may not operate nodes."))
         if node.cluster_id is None:
             raise ValidationError({"node": [_("This node belongs to no cluster.")]})

@@ -31,6 +31,7 @@ from jobs.filters import ActionFilterSet
 from jobs.forms import JobSubmitForm, JobTemplateForm, NodeOperationForm, template_initial
 from jobs.models import Action, Job, JobTemplate
 from jobs.output import job_output_get
+from monitoring.selectors import job_energy_get
 from jobs.pending_reasons import diagnose_output, explain_pending_reason, explain_submit_error
 from portal.views.generic import Column, ObjectDetailView, ObjectEditView, ObjectListView, _add_errors
 
@@ -101,6 +102,7 @@ def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "transitions": selectors.job_transition_list(job),
         "submit_action": job.submitted_by_action,
         "actions": ps.job_actions(job),
+        "energy": job_energy_get(job),
     }
     if request.htmx and not request.htmx.boosted:
         return render(request, "jobs/job_detail.html#job-status", context)

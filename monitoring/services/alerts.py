@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -375,15 +375,10 @@ def alert_notify(alert_id: int, transition: str) -> list[str]:
 
 def _request_drain(alert: Alert) -> list[str]:
     """Ask the cluster layer (jobs app) for a drain of the alert's node."""
+    from jobs.services import node_drain_request  # the jobs app owns node actions (imported late: cycle)
+
     try:
-        from jobs import services as job_services  # the jobs app owns node actions
-    except ImportError:
-        return ["drain: the jobs app has no node actions yet"]
-    request = getattr(job_services, "node_drain_request", None)
-    if request is None:
-        return ["drain: jobs.services.node_drain_request is not available"]
-    try:
-        request(node=alert.node, user=None, reason=f"Rackpilot alert: {alert.rule.name}")
-    except Exception as exc:  # noqa: BLE001
+        node_drain_request(alert.node, user=None, reason=f"Rackpilot alert: {alert.rule.name}")
+    except (ValidationError, PermissionDenied) as exc:
         return [f"drain: {exc}"]
     return []

@@ -239,3 +239,28 @@ def test_alert_pages_list_and_acknowledge(
     alert.refresh_from_db()
     assert alert.acknowledged_by == operator_user
     assert client.get("/monitoring/alert-rules/").status_code == 200
+
+
+def test_a_rule_may_drain_the_node_through_the_cluster_layer(
+    inv: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    from inventory.models import Cluster
+    from jobs.models import Action
+    from monitoring.services.alerts import alert_notify
+
+    # given a node in a cluster and the temperature rule set to drain
+    node = inv.node("gpu01")
+    node.cluster = Cluster.objects.create(name="pod", backend="simulator")
+    node.save()
+    inv.card(node, gpu_uuid=H100_UUIDS[0])
+    AlertRule.objects.filter(name="GPU temperature above 85 °C").update(drain_node=True)
+    with django_capture_on_commit_callbacks(execute=False):
+        _push("gpu01", "temperature_c", 95, 0)
+        _push("gpu01", "temperature_c", 96, 61)
+        # when the firing alert is notified
+        errors = alert_notify(Alert.objects.get().pk, "firing")
+    # then a drain action is recorded for the node, by the portal itself, with the rule as reason
+    assert errors == []
+    action = Action.objects.get(node=node)
+    assert (action.kind, action.status, action.requested_by) == ("drain", "pending", None)
+    assert "GPU temperature above 85" in action.params["reason"]
