@@ -31,8 +31,8 @@ from jobs.filters import ActionFilterSet
 from jobs.forms import JobSubmitForm, JobTemplateForm, NodeOperationForm, template_initial
 from jobs.models import Action, Job, JobTemplate
 from jobs.output import job_output_get
-from monitoring.selectors import job_energy_get
 from jobs.pending_reasons import diagnose_output, explain_pending_reason, explain_submit_error
+from monitoring.selectors import job_energy_get
 from portal.views.generic import Column, ObjectDetailView, ObjectEditView, ObjectListView, _add_errors
 
 
