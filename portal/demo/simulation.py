@@ -29,24 +29,18 @@ from django.db import DatabaseError
 from django.db.models import Max
 from django.utils import timezone
 
-from inventory.choices import NodeRole
-from inventory.models import CableTermination, Cluster, Node
+from inventory.models import Cluster
 from jobs import services as job_services
 from jobs.backends import simulator_get
 from jobs.cluster import ClusterError
-from jobs.models import ClusterAccount, Job, NodeState
+from jobs.models import ClusterAccount, Job
 from monitoring.services import IngestError, telemetry_ingest_text
-from portal.demo import render
-from portal.demo.physics import CardSim, card_kind_for
+from portal.demo.nodes import NodeSim, node_sims, physics_step
 
 logger = logging.getLogger(__name__)
 
-#: chassis intake temperatures (°C): the converted mining frame has little airflow
-AMBIENT_C = {"rig-01": 35.0, "h100-pod": 24.0, "gb10-desk": 26.0}
 #: beat entries the simulation stands in for (it *is* the pull collector of the demo)
 BEAT_SKIP = frozenset({"telemetry-pull"})
-#: the one pod node that is scraped through dcgm-exporter instead of nvidia-smi
-DCGM_NODE = "gpu04"
 FAULTS = ("overheat", "link_flap", "node_down")
 
 
@@ -75,15 +69,6 @@ DEMO_USERS = (("researcher", "alice"), ("bob", "bob"))  # portal user, cluster a
 
 
 @dataclass
-class NodeSim:
-    node_id: int
-    hostname: str
-    cluster: str
-    fmt: str  # "nvidia-smi-csv" | "dcgm-exporter" | "tt-smi"
-    cards: list[CardSim]
-
-
-@dataclass
 class DemoSimulation:
     """Call :meth:`setup` once, then :meth:`tick` with the seconds elapsed, from one thread."""
 
@@ -102,6 +87,7 @@ class DemoSimulation:
     _next_job: int = 0
     _next_fault: int = 0
     _undo: list[tuple[float, Callable[[], None], str]] = field(default_factory=list)
+    _down: set[int] = field(default_factory=set)
     log: list[str] = field(default_factory=list)  # what happened, newest last (tests, console)
 
     def __post_init__(self) -> None:
@@ -110,47 +96,7 @@ class DemoSimulation:
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
         """Build one card model per inventory card of every compute node."""
-        self.nodes = []
-        nodes = (
-            Node.objects.filter(role=NodeRole.COMPUTE, cluster__isnull=False)
-            .select_related("cluster")
-            .prefetch_related("cards__card_model", "cards__ports")
-            .order_by("cluster__name", "hostname")
-        )
-        cabled = set(CableTermination.objects.filter(port__isnull=False).values_list("port_id", flat=True))
-        for node in nodes:
-            assert node.cluster is not None
-            cards = []
-            for i, card in enumerate(sorted(node.cards.all(), key=lambda c: (len(c.slot), c.slot))):
-                kind = card_kind_for(card.card_model.name)
-                ports = tuple(
-                    sorted(
-                        int(p.name.removeprefix("QSFP")) - 1
-                        for p in card.ports.all()
-                        if p.name.startswith("QSFP") and p.pk in cabled
-                    )
-                )
-                cards.append(
-                    CardSim(
-                        kind=kind,
-                        index=i,
-                        bus_id=card.pci_bus_id or f"0000:{i + 1:02x}:00.0",
-                        uuid=card.gpu_uuid,
-                        serial=card.serial,
-                        ambient_c=AMBIENT_C.get(node.cluster.name, 25.0),
-                        seed=self.seed * 1000 + card.pk,
-                        link_ports=ports,
-                    )
-                )
-            if not cards:
-                continue
-            if cards[0].kind.key == "p150a":
-                fmt = "tt-smi"
-            elif node.hostname.split(".")[0] == DCGM_NODE:
-                fmt = "dcgm-exporter"
-            else:
-                fmt = "nvidia-smi-csv"
-            self.nodes.append(NodeSim(node.pk, node.hostname, node.cluster.name, fmt, cards))
+        self.nodes = node_sims(seed=self.seed)
         self._continue_job_ids()
 
     def _continue_job_ids(self) -> None:
@@ -217,33 +163,13 @@ class DemoSimulation:
 
     # ------------------------------------------------------------------ telemetry
     def _physics(self, dt: float) -> None:
-        states = dict(NodeState.objects.filter(node_id__in=[n.node_id for n in self.nodes]).values_list(
-            "node_id", "gpus_alloc"))  # fmt: skip
-        down = set(
-            Node.objects.filter(
-                pk__in=[n.node_id for n in self.nodes], slurm_state__startswith="down"
-            ).values_list("pk", flat=True)
-        )
-        for node in self.nodes:
-            busy = 0 if node.node_id in down else int(states.get(node.node_id) or 0)
-            for card in node.cards:
-                card.load = 0.93 if card.index < busy else 0.0
-                card.step(dt)
+        self._down = physics_step(self.nodes, dt)
 
     def _ingest(self, node: NodeSim) -> None:
-        if self._node_is_down(node):
+        if node.node_id in self._down:
             return  # a node that is down answers no collector
         now = self.clock()
-        if node.fmt == "tt-smi":
-            text = render.tt_smi_snapshot(node.hostname, node.cards, timezone.localtime(now))
-        elif node.fmt == "dcgm-exporter":
-            text = render.dcgm_exporter(node.hostname, node.cards)
-        else:
-            text = render.nvidia_smi_csv(node.cards)
-        telemetry_ingest_text(node.fmt, text, node_hostname=node.hostname, ts=now)
-
-    def _node_is_down(self, node: NodeSim) -> bool:
-        return Node.objects.filter(pk=node.node_id, slurm_state__startswith="down").exists()
+        telemetry_ingest_text(node.fmt, node.render(now), node_hostname=node.hostname, ts=now)
 
     # ------------------------------------------------------------------ jobs
     def _maybe_submit(self) -> None:
