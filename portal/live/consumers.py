@@ -385,3 +385,19 @@ class JobsConsumer(LiveConsumer):
         if new:
             out.append(f'<tbody hx-swap-oob="afterbegin:{container}">{"".join(new)}</tbody>')
         return out
+
+
+# -- benchmark baseline ------------------------------------------------------------------------------
+class BareFanoutConsumer(AsyncWebsocketConsumer):
+    """A plain group member that forwards each event's timestamp (benchmarks/live_push.py only:
+    routed when PORTAL_LIVE_BENCH is set)."""
+
+    async def connect(self) -> None:
+        await self.channel_layer.group_add("bench.bare", self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        await self.channel_layer.group_discard("bench.bare", self.channel_name)
+
+    async def bench_ping(self, event: dict[str, Any]) -> None:
+        await self.send(text_data=f'<span id="bench" data-ts="{event["ts"]:.6f}"></span>')

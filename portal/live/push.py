@@ -15,6 +15,7 @@ the snapshot a consumer sends on (re)connect and by :mod:`portal.live.watchdog`.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import itertools
 import logging
 import os
@@ -57,16 +58,20 @@ class Coalescer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.server_loop: asyncio.AbstractEventLoop | None = None  # set by consumers (in-memory layer)
 
-    def mark(self, kind: str, ids: Iterable[Any]) -> None:
-        if kind not in KINDS:
-            raise ValueError(f"unknown live kind {kind!r}")
-        ids = [i for i in ids if i is not None]
-        if not ids:
+    def mark(self, changed: Mapping[str, Iterable[Any]]) -> None:
+        """Add ``{kind: ids}`` (all kinds of one commit at once, so one flush carries them all)."""
+        unknown = set(changed) - set(KINDS)
+        if unknown:
+            raise ValueError(f"unknown live kinds {sorted(unknown)}")
+        clean = {k: [i for i in ids if i is not None] for k, ids in changed.items()}
+        if not any(clean.values()):
             return
         if self._pid != os.getpid():  # forked (Celery prefork): start afresh in the child
             self.__init__()  # type: ignore[misc]
         with self._lock:
-            self._pending.setdefault(kind, set()).update(ids)
+            for kind, ids in clean.items():
+                if ids:
+                    self._pending.setdefault(kind, set()).update(ids)
             if self._oldest is None:
                 self._oldest = time.time()
         if getattr(settings, "PORTAL_LIVE_AUTOFLUSH", True):
@@ -90,6 +95,13 @@ class Coalescer:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="live-push", daemon=True)
                 self._thread.start()
+                atexit.register(self._flush_at_exit)  # a short-lived process (a command) still pushes
+
+    def _flush_at_exit(self) -> None:
+        try:
+            self.flush()
+        except Exception:
+            logger.warning("live push at exit failed", exc_info=True)
 
     def _run(self) -> None:
         while True:
@@ -158,7 +170,12 @@ coalescer = Coalescer()
 
 def mark_changed(kind: str, ids: Iterable[Any]) -> None:
     """Note that rows of ``kind`` changed (call on commit); they are pushed within one interval."""
-    coalescer.mark(kind, ids)
+    coalescer.mark({kind: ids})
+
+
+def mark_many(changed: Mapping[str, Iterable[Any]]) -> None:
+    """:func:`mark_changed` for several kinds of one commit."""
+    coalescer.mark(changed)
 
 
 def flush_now() -> Messages:
@@ -231,9 +248,16 @@ def route(batch: Mapping[str, Iterable[Any]], *, seq: str, ts: float) -> Message
             add(groups.node(node_id), "action", pk)
     for pk in cluster_ids:
         add(groups.OVERVIEW, "cluster", pk)
+    # the summaries first (most sockets listen there), the many node groups last
+    order = sorted(out, key=lambda g: (g != groups.OVERVIEW, g.startswith("node."), g))
     return {
-        group: {"type": EVENT_TYPE, "seq": seq, "ts": ts, "ids": {k: _plain(v) for k, v in ids.items()}}
-        for group, ids in out.items()
+        group: {
+            "type": EVENT_TYPE,
+            "seq": seq,
+            "ts": ts,
+            "ids": {k: _plain(v) for k, v in out[group].items()},
+        }
+        for group in order
     }
 
 

@@ -4,20 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from portal.live.push import mark_changed
+from portal.live.push import mark_changed, mark_many
 
 
 def on_cluster_synced(*, cluster: Any = None, node_ids: Any = (), job_ids: Any = (), **_: Any) -> None:
-    mark_changed("node", node_ids)
-    mark_changed("job", job_ids)
-    if cluster is not None:
-        mark_changed("cluster", [cluster.pk])
+    mark_many({"node": node_ids, "job": job_ids, "cluster": [cluster.pk] if cluster is not None else []})
 
 
 def on_telemetry_ingested(*, node_ids: Any = (), card_ids: Any = (), alert_ids: Any = (), **_: Any) -> None:
-    mark_changed("node", node_ids)
-    mark_changed("card", card_ids)
-    mark_changed("alert", alert_ids)
+    mark_many({"node": node_ids, "card": card_ids, "alert": alert_ids})
 
 
 def on_action_changed(*, action_ids: Any = (), **_: Any) -> None:

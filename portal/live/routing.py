@@ -1,7 +1,8 @@
-"""Websocket routes of the live pages (mounted under /ws/live/ by portal/routing.py)."""
+"""Websocket routes of the live pages (mounted by portal/routing.py)."""
 
 from typing import Any
 
+from django.conf import settings
 from django.urls import path
 
 from portal.live import consumers
@@ -12,3 +13,5 @@ websocket_urlpatterns: list[Any] = [
     path("ws/live/node/<int:pk>/", consumers.NodeConsumer.as_asgi()),
     path("ws/live/jobs/", consumers.JobsConsumer.as_asgi()),
 ]
+if getattr(settings, "PORTAL_LIVE_BENCH", False):
+    websocket_urlpatterns.append(path("ws/live/bench/", consumers.BareFanoutConsumer.as_asgi()))

@@ -173,7 +173,11 @@ SPECTACULAR_SETTINGS = {
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-        "CONFIG": {"hosts": [{"address": REDIS_URL, "max_connections": 500}]},
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "max_connections": 500}],
+            # pub/sub channels ignore the Redis DB number: deployments sharing a Redis set their own
+            "prefix": env("PORTAL_CHANNEL_PREFIX", "asgi"),
+        },
     }
 }
 
@@ -220,6 +224,7 @@ PORTAL_RESEARCHERS_SEE_ALL_JOBS = env_bool("PORTAL_RESEARCHERS_SEE_ALL_JOBS", Fa
 PORTAL_LIVE_FLUSH_MS = env_int("PORTAL_LIVE_FLUSH_MS", 200)
 PORTAL_LIVE_WATCHDOG_S = env_int("PORTAL_LIVE_WATCHDOG_S", 2)
 PORTAL_LIVE_OVERVIEW_REFRESH_S = env_int("PORTAL_LIVE_OVERVIEW_REFRESH_S", 30)
+PORTAL_LIVE_BENCH = env_bool("PORTAL_LIVE_BENCH", False)  # adds the bare fan-out route of the benchmark
 PORTAL_SYNC_INTERVAL = env_int("PORTAL_SYNC_INTERVAL", 15)  # seconds between Slurm syncs (beat)
 PORTAL_ACTION_MAX_ATTEMPTS = env_int("PORTAL_ACTION_MAX_ATTEMPTS", 5)  # retryable failures before "failed"
 PORTAL_ACTION_RETRY_BACKOFF = env_int("PORTAL_ACTION_RETRY_BACKOFF", 5)  # seconds, doubled per retry (max 300)
