@@ -5,6 +5,11 @@
 #   SLURM_LAB_DIR       state dir            (default /tmp/rackpilot-slurm-lab)
 #   SLURM_LAB_SSH_PORT  sshd port            (default 2222)
 #   SLURM_LAB_CTLD_PORT slurmctld port       (default 16817; slurmd use +4..+7)
+#   SLURM_LAB_SSH_LISTEN sshd listen address (default 127.0.0.1; docker compose sets 0.0.0.0, and then
+#                        the env names this host, $(hostname), as the login host to dial)
+#   SLURM_LAB_NODE_COUNT compute nodes, 1-4  (default 4; docker compose sets 2)
+#   SLURM_LAB_SSH_KEY_OWNER uid that gets the service account's client key (default root; the compose
+#                        image sets the portal's uid so its containers can read the key from the volume)
 #
 # Idempotent: if everything is already running and healthy it only prints the env.
 # Writes $SLURM_LAB_DIR/env (export lines) and prints it on success.
@@ -18,7 +23,12 @@ SVC=rackpilot
 RESEARCHERS="alice bob"
 HOST=$(hostname -s)
 CONF=$DIR/etc/slurm.conf
-NODES="node1 node2 node3 node4"
+SSH_LISTEN=${SLURM_LAB_SSH_LISTEN:-127.0.0.1}
+NODE_COUNT=${SLURM_LAB_NODE_COUNT:-4}
+case "$NODE_COUNT" in [1-4]) ;; *) echo "slurm-lab: ERROR: SLURM_LAB_NODE_COUNT must be 1-4" >&2; exit 1 ;; esac
+NODES=$(seq -f 'node%g' -s ' ' 1 "$NODE_COUNT")
+NODE_LIST="node[1-$NODE_COUNT]"
+if [ "$SSH_LISTEN" = 127.0.0.1 ]; then SSH_HOST=127.0.0.1; else SSH_HOST=$(hostname); fi
 export SLURM_CONF=$CONF
 
 die() { echo "slurm-lab: ERROR: $*" >&2; exit 1; }
@@ -39,17 +49,17 @@ pid_alive() {  # pidfile -> 0 if the process runs (zombies do not count)
     [ "$st" != "Z" ]
 }
 
-nodes_ready() {  # all 4 nodes registered and responding (any non-* state)
+nodes_ready() {  # all nodes registered and responding (any non-* state)
     local out
     out=$(timeout 5 sinfo -h -N -o '%N %T' 2>/dev/null) || return 1
-    [ "$(echo "$out" | sort -u | grep -cE '^node[1-4] ')" -eq 4 ] || return 1
+    [ "$(echo "$out" | sort -u | grep -cE '^node[1-4] ')" -eq "$NODE_COUNT" ] || return 1
     ! echo "$out" | grep -qE '(\*|unknown|not_responding|down|future)'
 }
 
 nodes_idle() {
     local out
     out=$(timeout 5 sinfo -h -N -o '%N %T' 2>/dev/null) || return 1
-    [ "$(echo "$out" | sort -u | grep -cE '^node[1-4] idle$')" -eq 4 ]
+    [ "$(echo "$out" | sort -u | grep -cE '^node[1-4] idle$')" -eq "$NODE_COUNT" ]
 }
 
 ssh_ok() {
@@ -64,14 +74,14 @@ write_env() {
     cat > "$DIR/env.tmp" <<ENV
 export SLURM_LAB_DIR='$DIR'
 export SLURM_CONF='$CONF'
-export SLURM_LAB_SSH_HOST='127.0.0.1'
+export SLURM_LAB_SSH_HOST='$SSH_HOST'
 export SLURM_LAB_SSH_PORT='$SSH_PORT'
 export SLURM_LAB_SSH_USER='$SVC'
 export SLURM_LAB_SSH_KEY='$DIR/ssh/${SVC}_ed25519'
 export SLURM_LAB_SSH_HOST_KEY='$hostkey'
 export SLURM_LAB_USERS='$RESEARCHERS'
 export SLURM_LAB_PARTITIONS='gpu debug'
-export SLURM_LAB_NODES='node[1-4]'
+export SLURM_LAB_NODES='$NODE_LIST'
 ENV
     mv "$DIR/env.tmp" "$DIR/env"
     chmod 644 "$DIR/env"
@@ -211,13 +221,13 @@ for n in $NODES; do
     p=$((p + 1))
 done
 cat <<CFG
-PartitionName=gpu Nodes=node[1-4] Default=YES MaxTime=1-00:00:00 State=UP
-PartitionName=debug Nodes=node[1-4] MaxTime=00:30:00 State=UP
+PartitionName=gpu Nodes=$NODE_LIST Default=YES MaxTime=1-00:00:00 State=UP
+PartitionName=debug Nodes=$NODE_LIST MaxTime=00:30:00 State=UP
 CFG
 } > "$CONF"
 cat > "$DIR/etc/gres.conf" <<CFG
 AutoDetect=off
-NodeName=node[1-4] Name=gpu Type=fake File=$DIR/gpu/gpu[0-3]
+NodeName=$NODE_LIST Name=gpu Type=fake File=$DIR/gpu/gpu[0-3]
 CFG
 chmod 644 "$CONF" "$DIR/etc/gres.conf"
 
@@ -254,12 +264,13 @@ mkdir -p /run/sshd
 [ -s "$DIR/ssh/ssh_host_ed25519_key" ] || ssh-keygen -q -t ed25519 -N '' -C rackpilot-lab-host -f "$DIR/ssh/ssh_host_ed25519_key"
 [ -s "$DIR/ssh/${SVC}_ed25519" ] || ssh-keygen -q -t ed25519 -N '' -C "$SVC@rackpilot-lab" -f "$DIR/ssh/${SVC}_ed25519"
 chmod 600 "$DIR/ssh/ssh_host_ed25519_key" "$DIR/ssh/${SVC}_ed25519"
+[ -z "${SLURM_LAB_SSH_KEY_OWNER:-}" ] || chown "$SLURM_LAB_SSH_KEY_OWNER" "$DIR/ssh/${SVC}_ed25519"
 install -d -m 700 -o "$SVC" -g "$SVC" "/home/$SVC/.ssh"
 install -m 600 -o "$SVC" -g "$SVC" "$DIR/ssh/${SVC}_ed25519.pub" "/home/$SVC/.ssh/authorized_keys"
 echo "[127.0.0.1]:$SSH_PORT $(cut -d' ' -f1,2 "$DIR/ssh/ssh_host_ed25519_key.pub")" > "$DIR/known_hosts"
 cat > "$DIR/ssh/sshd_config" <<SSHD
 Port $SSH_PORT
-ListenAddress 127.0.0.1
+ListenAddress $SSH_LISTEN
 HostKey $DIR/ssh/ssh_host_ed25519_key
 PidFile $DIR/run/sshd.pid
 PasswordAuthentication no
@@ -290,5 +301,5 @@ if [ -z "$ok" ]; then
     echo "--- sshd.log (tail):" >&2; tail -n 10 "$DIR/log/sshd.log" >&2 || true
     die "lab did not become healthy within 30 s"
 fi
-log "up: 4 nodes idle, sshd on 127.0.0.1:$SSH_PORT ($DIR)"
+log "up: $NODE_COUNT nodes idle, sshd on $SSH_LISTEN:$SSH_PORT ($DIR)"
 write_env
