@@ -28,10 +28,10 @@ def login(page: Page, base: str, username: str, password: str) -> None:
     page.wait_for_url(f"{base}/")
 
 
-def shot(page: Page, name: str) -> None:
+def shot(page: Page, name: str, *, full_page: bool = False) -> None:
     page.wait_for_timeout(1500)  # let the live snapshot and charts draw
     path = ROOT / "docs" / "img" / f"{name}.png"
-    page.screenshot(path=str(path))
+    page.screenshot(path=str(path), full_page=full_page)
     print(f"{path.relative_to(ROOT)}: {path.stat().st_size // 1024} KB")
 
 
@@ -52,7 +52,7 @@ def main() -> None:
         page.goto(f"{base}/inventory/nodes/?q=rig01")
         page.get_by_role("link", name="rig01", exact=True).first.click()
         page.wait_for_load_state()
-        shot(page, "node")
+        shot(page, "node", full_page=True)
         page.goto(f"{base}/inventory/fabrics/")
         page.get_by_role("link", name=re.compile("rig-01")).first.click()
         page.wait_for_load_state()
