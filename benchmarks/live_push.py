@@ -1,7 +1,7 @@
 """Live push benchmark: ingest commit -> overview fragment at N websocket clients, against a bare
 channel-layer fan-out measured in the same run.
 
-    .venv/bin/python benchmarks/live_push.py [--clients 200] [--nodes 1000] [--rounds 4] [--interval 10]
+    .venv/bin/python benchmarks/live_push.py [--clients 200] [--nodes 1000] [--rounds 6] [--interval 10]
 
 Starts uvicorn (portal.asgi, PORTAL_LIVE_BENCH=1) on a free port against the database
 ``rackpilot_live_bench`` and Redis ``BENCH_REDIS_URL`` (default DB 7), seeds one cluster of N nodes
@@ -11,7 +11,9 @@ batch per round, every ``--interval`` s) the way a Celery worker would: its on-c
 the coalescer, whose flush sends the group events. Each frame carries the commit time (the
 ``data-ts`` of #live-status); a client's delay is its receipt time minus that. The bare fan-out
 is ``group_send`` of a small message to the same number of plain clients (/ws/live/bench/).
-Prints p50/p95/p99 of both and the server's CPU for each phase.
+Prints, per round, when the worker's flush had published the overview event and the other
+groups; then p50/p95/p99 of both and the server's CPU for each phase (the first round, cold
+templates, query plans and pools, is not counted). The server uses the psycopg pool (DB_POOL=1).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -44,6 +47,7 @@ def _env() -> dict[str, str]:
         "PORTAL_LIVE_BENCH": "1",
         "PORTAL_CHANNEL_PREFIX": f"rp-bench-{os.getppid() if '--ingest-worker' in sys.argv else os.getpid()}",
         "PORTAL_LIVE_OVERVIEW_REFRESH_S": "3600",
+        "DB_POOL": os.environ.get("DB_POOL", "1"),  # psycopg pool (PERFORMANCE.md: ASGI + CONN_MAX_AGE)
         "PYTHONPATH": str(ROOT),
     }
 
@@ -102,6 +106,14 @@ def ingest_worker(rounds: int, interval: float, nodes: int) -> None:
     from monitoring.services import telemetry_ingest_samples
     from portal.live import push
 
+    real_send = push.coalescer.send
+
+    def timed_send(messages: dict[str, Any]) -> None:
+        real_send(messages)
+        ts = next(iter(messages.values()))["ts"]
+        print(f"FLUSHED after {1000 * (time.time() - ts):.1f} ms: {len(messages)} groups", flush=True)
+
+    push.coalescer.send = timed_send  # type: ignore[method-assign]
     hosts = list(Node.objects.filter(cluster__name="bench").values_list("pk", "hostname"))[:nodes]
     time.sleep(1.0)
     for r in range(rounds):
@@ -154,8 +166,6 @@ async def _client(
             m = TS.search(frame if isinstance(frame, str) else frame.decode())
             if m and 'data-seq="snapshot"' not in frame:
                 sink.append((now - float(m.group(1))) * 1000)
-                if os.environ.get("BENCH_DEBUG"):
-                    print("FRAME", now, frame[:120], flush=True)
 
 
 async def _run(args: argparse.Namespace, cookie: str) -> None:
@@ -201,6 +211,8 @@ async def _run(args: argparse.Namespace, cookie: str) -> None:
             line = (await worker.stdout.readline()).decode().strip()
             if not line:
                 break
+            if line.startswith("FLUSHED"):
+                print("    " + line, flush=True)
             if line.startswith("ROUND"):
                 print("  " + line, flush=True)
             if line in ("BARE", "DONE"):

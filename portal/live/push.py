@@ -123,9 +123,14 @@ class Coalescer:
         batch, oldest = self.take()
         if not batch:
             return {}
-        messages = route(batch, seq=self.next_seq(), ts=oldest or time.time())
+        seq, ts = self.next_seq(), oldest or time.time()
+        # the overview (most sockets) first, before the per-node routing of a large batch
+        summary = route_overview(batch, seq=seq, ts=ts)
+        self.send(summary)
+        messages = route(batch, seq=seq, ts=ts)
+        messages.pop(groups.OVERVIEW, None)
         self.send(messages)
-        return messages
+        return {**summary, **messages}
 
     def send(self, messages: Messages) -> None:
         if not messages:
@@ -183,6 +188,34 @@ def flush_now() -> Messages:
 
 
 # -- routing -------------------------------------------------------------------------------------
+def route_overview(batch: Mapping[str, Iterable[Any]], *, seq: str, ts: float) -> Messages:
+    """The overview event alone: the clusters the batch touches (one small query per kind)."""
+    from inventory.models import Card, Node
+    from jobs.models import Action, Job
+    from monitoring.models import Alert
+
+    clusters = set(batch.get("cluster", ()))
+    node_ids = set(batch.get("node", ()))
+    if node_ids:
+        clusters |= set(Node.objects.filter(pk__in=node_ids).values_list("cluster_id", flat=True).distinct())
+    else:  # a batch with node ids names the nodes of its cards and alerts too (telemetry)
+        cards, alerts = set(batch.get("card", ())), set(batch.get("alert", ()))
+        if cards:
+            clusters |= set(Card.objects.filter(pk__in=cards).values_list("node__cluster_id", flat=True))
+        if alerts:
+            clusters |= set(Alert.objects.filter(pk__in=alerts).values_list("node__cluster_id", flat=True))
+    if batch.get("job"):
+        clusters |= set(Job.objects.filter(pk__in=set(batch["job"])).values_list("cluster_id", flat=True))
+    if batch.get("action"):
+        clusters |= set(
+            Action.objects.filter(pk__in=set(batch["action"])).values_list("cluster_id", flat=True)
+        )
+    clusters.discard(None)
+    if not clusters:
+        return {}
+    return {groups.OVERVIEW: {"type": EVENT_TYPE, "seq": seq, "ts": ts, "ids": {"cluster": _plain(clusters)}}}
+
+
 def route(batch: Mapping[str, Iterable[Any]], *, seq: str, ts: float) -> Messages:
     """Which groups hear about which ids: one ``live.changed`` event per group."""
     from inventory.models import Card, Node
