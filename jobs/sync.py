@@ -1,8 +1,9 @@
 """Reconcile what Slurm says (nodes, jobs, partitions) into the database.
 
-One read of the existing rows per table, diffs computed in Python on plain tuples, then
-bulk_create for new rows, bulk_update of only the changed fields, and JobTransition rows for
-state changes. Returns a :class:`SyncResult` with the changed ids and sends ``cluster_synced``
+One read of the existing rows per table (for jobs only their fingerprints), diffs computed in
+Python on plain tuples, then a fixed number of bulk statements whatever the number of rows (see
+:mod:`jobs.sync_storage`: COPY and one UPDATE per table on PostgreSQL), and JobTransition rows
+for state changes. Returns a :class:`SyncResult` with the changed ids and sends ``cluster_synced``
 on commit (the live-update layer listens to it).
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -23,6 +24,7 @@ from django.dispatch import Signal
 from django.utils import timezone
 
 from inventory.models import Cluster, Node
+from jobs import sync_storage
 from jobs.backends import cluster_backend
 from jobs.cluster import ClusterBackend, ClusterError, JobInfo, NodeInfo, PartitionInfo
 from jobs.models import JOB_STATE_UNKNOWN, ClusterAccount, Job, JobTransition, NodeState, Partition
@@ -31,8 +33,6 @@ logger = logging.getLogger(__name__)
 
 #: sent on commit after a successful sync: cluster_synced.send(sender=Cluster, cluster=..., node_ids=..., job_ids=...)
 cluster_synced = Signal()
-
-_BULK_BATCH = 2000
 
 
 @dataclass
@@ -88,7 +88,11 @@ def node_names_field(nodes: str | None) -> str:
 
 
 def _fingerprint(values: tuple[Any, ...]) -> int:
-    plain = [v.timestamp() if isinstance(v, datetime) else v for v in values]
+    """Stable 64-bit fingerprint of a job's synced values (stored in ``Job.sync_hash``)."""
+    plain = list(values)
+    for i in _TIMES:
+        if plain[i] is not None:
+            plain[i] = plain[i].timestamp()
     return int.from_bytes(hashlib.blake2b(repr(plain).encode(), digest_size=8).digest(), "big", signed=True)
 
 
@@ -101,6 +105,12 @@ JOB_SYNC_FIELDS = (
 )  # fmt: skip
 _STATE = JOB_SYNC_FIELDS.index("state")
 _REASON = JOB_SYNC_FIELDS.index("state_reason")
+_TIMES = tuple(JOB_SYNC_FIELDS.index(f) for f in ("submit_time", "start_time", "end_time"))
+
+#: Per cluster pk, the last listing's ``{job_id: (values, fingerprint)}``: a memo of _fingerprint
+#: (a pure function of the values), so an unchanged job costs a tuple comparison, not a hash.
+#: What is in the database is always read and compared; the memo never stands in for it.
+_fingerprints: dict[int, dict[int, tuple[tuple[Any, ...], int]]] = {}
 
 
 def _job_values(j: JobInfo, owners: dict[str, int], names: dict[str, str]) -> tuple[Any, ...]:
@@ -122,8 +132,9 @@ def reconcile_jobs(
 ) -> tuple[list[int], int, int]:
     """Returns (changed Job pks, number created, number of transitions).
 
-    Reads back only (job_id, pk, state, fingerprint) for every row, and the full synced columns
-    only of rows whose fingerprint changed.
+    Reads back only (job_id, pk, state, fingerprint) of every row; a row is written when its
+    stored fingerprint differs from the listing's (so a row created or changed by another
+    writer, whose fingerprint is not the listing's, converges too).
     """
     from jobs.cluster.types import ACTIVE_JOB_STATES
 
@@ -134,92 +145,54 @@ def reconcile_jobs(
             "job_id", "pk", "state", "sync_hash"
         )
     }
+    memo = _fingerprints.get(cluster.pk, {})
+    listed: dict[int, tuple[tuple[Any, ...], int]] = {}
     names: dict[str, str] = {}
-    new_rows: list[Job] = []
-    differing: dict[int, tuple[int, tuple[Any, ...], int]] = {}
-    seen: set[int] = set()
+    new_rows: list[tuple[Any, ...]] = []
+    updates: list[tuple[Any, ...]] = []
+    transitions: list[tuple[int, str, str, str, datetime]] = []
     for info in jobs:
-        if info.job_id in seen:
+        job_id = info.job_id
+        if job_id in listed:
             continue
-        seen.add(info.job_id)
         values = _job_values(info, owners, names)
-        fp = _fingerprint(values)
-        row = existing.get(info.job_id)
+        known = memo.get(job_id)
+        fp = known[1] if known is not None and known[0] == values else _fingerprint(values)
+        listed[job_id] = (values, fp)
+        row = existing.get(job_id)
         if row is None:
-            new_rows.append(
-                Job(
-                    cluster=cluster,
-                    job_id=info.job_id,
-                    last_seen=now,
-                    sync_hash=fp,
-                    **dict(zip(JOB_SYNC_FIELDS, values, strict=True)),
-                )
-            )
+            new_rows.append((cluster.pk, job_id, now, now, fp, *values))
         elif row[2] != fp:
-            differing[row[0]] = (info.job_id, values, fp)
-    changed: list[tuple[Job, list[str]]] = []
-    transitions: list[JobTransition] = []
-    if differing:
-        old_rows = Job.objects.filter(pk__in=list(differing)).values_list("pk", *JOB_SYNC_FIELDS)
-        for pk, *old in old_rows:
-            job_id, values, fp = differing[pk]
-            fields = [f for f, a, b in zip(JOB_SYNC_FIELDS, old, values, strict=True) if a != b]
-            obj = Job(
-                pk=pk,
-                cluster=cluster,
-                job_id=job_id,
-                last_seen=now,
-                sync_hash=fp,
-                **{f: values[JOB_SYNC_FIELDS.index(f)] for f in fields},
-            )
-            changed.append((obj, [*fields, "sync_hash"]))
-            if old[_STATE] != values[_STATE]:
-                transitions.append(
-                    JobTransition(
-                        job_id=pk,
-                        from_state=old[_STATE],
-                        to_state=values[_STATE],
-                        reason=values[_REASON],
-                        at=now,
-                    )
-                )
+            updates.append((row[0], *values, fp, now))
+            if row[1] != values[_STATE]:
+                transitions.append((row[0], row[1], values[_STATE], values[_REASON], now))
+    _fingerprints[cluster.pk] = listed
     # Active jobs that Slurm no longer lists (purged before we saw their end): never leave them "running".
-    gone = [row[0] for job_id, row in existing.items() if job_id not in seen and row[1] in ACTIVE_JOB_STATES]
+    gone = [
+        row[0] for job_id, row in existing.items() if job_id not in listed and row[1] in ACTIVE_JOB_STATES
+    ]
+    vanished: list[tuple[int, str, str, int]] = []
     if gone:
         recent = Q(last_seen__gt=listed_since) if listed_since is not None else Q(pk__in=[])
         reason = "no longer reported by Slurm"
         # rows written (e.g. by a submit) after the listing was taken are left alone
         for pk, state in Job.objects.filter(pk__in=gone).exclude(recent).values_list("pk", "state"):
-            obj = Job(pk=pk, cluster=cluster, state=JOB_STATE_UNKNOWN, state_reason=reason, sync_hash=0)
-            changed.append((obj, ["state", "state_reason", "sync_hash"]))
-            transitions.append(
-                JobTransition(job_id=pk, from_state=state, to_state=JOB_STATE_UNKNOWN, reason=reason, at=now)
-            )
-    if new_rows:
-        Job.objects.bulk_create(new_rows, batch_size=_BULK_BATCH)
-        transitions += [
-            JobTransition(job_id=j.pk, from_state="", to_state=j.state, reason=j.state_reason, at=now)
-            for j in new_rows
-        ]
-    _bulk_update_grouped(Job, changed, extra=("last_seen",))
-    if transitions:
-        JobTransition.objects.bulk_create(transitions, batch_size=_BULK_BATCH)
-    ids = [j.pk for j in new_rows] + [obj.pk for obj, _ in changed]
+            vanished.append((pk, JOB_STATE_UNKNOWN, reason, 0))
+            transitions.append((pk, state, JOB_STATE_UNKNOWN, reason, now))
+    new_ids = sync_storage.insert_rows(
+        Job,
+        ("cluster_id", "job_id", "first_seen", "last_seen", "sync_hash", *JOB_SYNC_FIELDS),
+        new_rows,
+        ids=True,
+    )
+    sync_storage.update_rows(Job, (*JOB_SYNC_FIELDS, "sync_hash", "last_seen"), updates)
+    sync_storage.update_rows(Job, ("state", "state_reason", "sync_hash"), vanished)
+    transitions += [
+        (pk, "", row[5 + _STATE], row[5 + _REASON], now) for pk, row in zip(new_ids, new_rows, strict=True)
+    ]
+    sync_storage.insert_rows(JobTransition, ("job_id", "from_state", "to_state", "reason", "at"), transitions)
+    ids = new_ids + [row[0] for row in updates] + [row[0] for row in vanished]
     return ids, len(new_rows), len(transitions)
-
-
-def _bulk_update_grouped(
-    model: Any, changed: Iterable[tuple[Any, list[str]]], *, extra: Sequence[str] = ()
-) -> None:
-    """bulk_update rows grouped by their set of changed fields, so each UPDATE sets only those."""
-    groups: dict[tuple[str, ...], list[Any]] = {}
-    for obj, fields in changed:
-        keys = tuple(fields) + tuple(
-            f for f in extra if f not in fields and getattr(obj, f, None) is not None
-        )
-        groups.setdefault(keys, []).append(obj)
-    for fields_key, objs in groups.items():
-        model.objects.bulk_update(objs, list(fields_key), batch_size=_BULK_BATCH)
 
 
 # ---------------------------------------------------------------------------- nodes
@@ -243,18 +216,18 @@ def reconcile_nodes(
 ) -> tuple[list[int], list[str]]:
     """Returns (changed inventory Node pks, Slurm node names unknown to the inventory)."""
     inventory = {
-        (slurm_name or hostname.split(".")[0]): (pk, state, reason)
-        for pk, hostname, slurm_name, state, reason in Node.objects.filter(cluster=cluster).values_list(
-            "pk", "hostname", "slurm_name", "slurm_state", "slurm_reason"
-        )
+        (slurm_name or hostname.split(".")[0]): (pk, state, reason, since)
+        for pk, hostname, slurm_name, state, reason, since in Node.objects.filter(
+            cluster=cluster
+        ).values_list("pk", "hostname", "slurm_name", "slurm_state", "slurm_reason", "slurm_state_since")
     }
     states = {
         row[0]: row[1:]
         for row in NodeState.objects.filter(node__cluster=cluster).values_list("node_id", *NODE_SYNC_FIELDS)
     }
-    new_states: list[NodeState] = []
-    changed_states: list[tuple[NodeState, list[str]]] = []
-    node_updates: list[Node] = []
+    new_states: list[tuple[Any, ...]] = []
+    changed_states: list[tuple[Any, ...]] = []
+    node_updates: list[tuple[int, str, str, datetime | None]] = []
     changed_ids: list[int] = []
     unknown: list[str] = []
     listed: set[int] = set()
@@ -263,59 +236,29 @@ def reconcile_nodes(
         if inv is None:
             unknown.append(info.name)
             continue
-        pk, old_state, old_reason = inv
+        pk, old_state, old_reason, since = inv
         listed.add(pk)
         values = _node_values(info)
         old = states.get(pk)
-        changed = False
+        changed = old != values
         if old is None:
-            new_states.append(
-                NodeState(node_id=pk, last_seen=now, **dict(zip(NODE_SYNC_FIELDS, values, strict=True)))
-            )
-            changed = True
-        elif old != values:
-            fields = [f for f, a, b in zip(NODE_SYNC_FIELDS, old, values, strict=True) if a != b]
-            obj = NodeState(
-                node_id=pk, last_seen=now, **{f: values[NODE_SYNC_FIELDS.index(f)] for f in fields}
-            )
-            changed_states.append((obj, fields))
-            changed = True
-        reason = (info.reason or "")[:255]
-        if old_state != info.display_state or old_reason != reason:
-            node_updates.append(
-                Node(
-                    pk=pk,
-                    slurm_state=info.display_state,
-                    slurm_reason=reason,
-                    slurm_state_since=now if old_state != info.display_state else None,
-                )
-            )
+            new_states.append((pk, now, *values))
+        elif changed:
+            changed_states.append((pk, *values, now))
+        display, reason = info.display_state, (info.reason or "")[:255]
+        if old_state != display or old_reason != reason:
+            node_updates.append((pk, display, reason, now if old_state != display else since))
             changed = True
         if changed:
             changed_ids.append(pk)
     # inventory nodes of this cluster that Slurm no longer reports
-    for name, (pk, old_state, _reason) in inventory.items():
+    for name, (pk, old_state, _reason, _since) in inventory.items():
         if pk not in listed and old_state not in ("", "missing"):
-            node_updates.append(
-                Node(
-                    pk=pk,
-                    slurm_state="missing",
-                    slurm_reason=f"{name} not reported by Slurm",
-                    slurm_state_since=now,
-                )
-            )
+            node_updates.append((pk, "missing", f"{name} not reported by Slurm", now))
             changed_ids.append(pk)
-    if new_states:
-        NodeState.objects.bulk_create(new_states, batch_size=_BULK_BATCH)
-    _bulk_update_grouped(NodeState, changed_states, extra=("last_seen",))
-    with_since = [n for n in node_updates if n.slurm_state_since is not None]
-    without = [n for n in node_updates if n.slurm_state_since is None]
-    if with_since:
-        Node.objects.bulk_update(
-            with_since, ["slurm_state", "slurm_reason", "slurm_state_since"], batch_size=_BULK_BATCH
-        )
-    if without:
-        Node.objects.bulk_update(without, ["slurm_state", "slurm_reason"], batch_size=_BULK_BATCH)
+    sync_storage.insert_rows(NodeState, ("node_id", "last_seen", *NODE_SYNC_FIELDS), new_states)
+    sync_storage.update_rows(NodeState, (*NODE_SYNC_FIELDS, "last_seen"), changed_states)
+    sync_storage.update_rows(Node, ("slurm_state", "slurm_reason", "slurm_state_since"), node_updates)
     return changed_ids, unknown
 
 

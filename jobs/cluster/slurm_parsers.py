@@ -50,6 +50,10 @@ def slurm_number(value: Any) -> int | None:
 
     Unset, infinite, missing or unparseable -> None.
     """
+    if type(value) is int:  # the common cases first (a bool is not ``int`` here)
+        return value
+    if value is None:
+        return None
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -82,6 +86,8 @@ def slurm_timestamp(value: Any) -> datetime | None:
 def _str(value: Any) -> str | None:
     if value is None:
         return None
+    if type(value) is str:
+        return value or None
     if isinstance(value, str):
         return value if value != "" else None
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -157,7 +163,19 @@ def parse_gres(text: Any) -> tuple[int, str | None]:
         return (0, None)
     total = 0
     gtype: str | None = None
-    # split on commas that are not inside parentheses
+    items = text.split(",") if "(" not in text else _split_outside_parens(text)
+    for it in items:
+        m = _GRES_RE.match(it.strip())
+        if not m:
+            continue
+        total += int(m.group("count"))
+        if gtype is None and m.group("type"):
+            gtype = m.group("type")
+    return (total, gtype)
+
+
+def _split_outside_parens(text: str) -> list[str]:
+    """Split on commas that are not inside parentheses."""
     depth = 0
     item = ""
     items: list[str] = []
@@ -172,14 +190,7 @@ def parse_gres(text: Any) -> tuple[int, str | None]:
         else:
             item += c
     items.append(item)
-    for it in items:
-        m = _GRES_RE.match(it.strip())
-        if not m:
-            continue
-        total += int(m.group("count"))
-        if gtype is None and m.group("type"):
-            gtype = m.group("type")
-    return (total, gtype)
+    return items
 
 
 def _tres_value(tres: Any, key: str) -> int | None:
@@ -261,7 +272,7 @@ def expand_output_pattern(
             return m.group(0)
         return value.zfill(int(width)) if width and value.isdigit() else value
 
-    path = _PATTERN_RE.sub(repl, pattern)
+    path = _PATTERN_RE.sub(repl, pattern) if "%" in pattern else pattern
     if work_dir and not path.startswith("/"):
         path = posixpath.join(work_dir, path)
     return path
