@@ -340,3 +340,24 @@ def test_unknown_node_or_rack_is_refused(rig: dict[str, Any], admin_user: Any) -
         return out
 
     assert run(scenario) == [(False, 4403), (False, 4403)]
+
+
+def test_demo_in_memory_layer_pushes_through_the_server_loop(
+    rig: dict[str, Any], admin_user: Any, settings: Any
+) -> None:
+    from channels.layers import channel_layers
+
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    channel_layers.backends.clear()
+
+    async def scenario() -> str:
+        comm = communicator("/ws/live/overview/", admin_user)
+        assert (await comm.connect())[0]
+        await comm.receive_from(5)
+        push.mark_changed("cluster", [rig["cluster"].pk])
+        await database_sync_to_async(push.flush_now)()  # a worker thread: sends via the server's loop
+        frame = await comm.receive_from(5)
+        await comm.disconnect()
+        return frame
+
+    assert f'id="overview-cluster-{rig["cluster"].pk}"' in run(scenario)
