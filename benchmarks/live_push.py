@@ -45,6 +45,7 @@ def _env() -> dict[str, str]:
         "REDIS_URL": REDIS,
         "DJANGO_SETTINGS_MODULE": "portal.settings.test",
         "PORTAL_LIVE_BENCH": "1",
+        "PORTAL_LIVE_AUTOFLUSH": "1",
         "PORTAL_CHANNEL_PREFIX": f"rp-bench-{os.getppid() if '--ingest-worker' in sys.argv else os.getpid()}",
         "PORTAL_LIVE_OVERVIEW_REFRESH_S": "3600",
         "DB_POOL": os.environ.get("DB_POOL", "1"),  # psycopg pool (PERFORMANCE.md: ASGI + CONN_MAX_AGE)

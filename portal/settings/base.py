@@ -222,6 +222,7 @@ PORTAL_POWER_HEADROOM_PCT = env_int("PORTAL_POWER_HEADROOM_PCT", 20)
 PORTAL_RESEARCHERS_SEE_ALL_JOBS = env_bool("PORTAL_RESEARCHERS_SEE_ALL_JOBS", False)
 # Live dashboards (portal/live): push at most every N ms per process; layer watchdog period.
 PORTAL_LIVE_FLUSH_MS = env_int("PORTAL_LIVE_FLUSH_MS", 200)
+PORTAL_LIVE_AUTOFLUSH = env_bool("PORTAL_LIVE_AUTOFLUSH", True)  # the background flusher thread
 PORTAL_LIVE_WATCHDOG_S = env_int("PORTAL_LIVE_WATCHDOG_S", 2)
 PORTAL_LIVE_OVERVIEW_REFRESH_S = env_int("PORTAL_LIVE_OVERVIEW_REFRESH_S", 30)
 PORTAL_LIVE_BENCH = env_bool("PORTAL_LIVE_BENCH", False)  # adds the bare fan-out route of the benchmark
