@@ -15,10 +15,38 @@ APIClient = Any
 
 @pytest.fixture(autouse=True)
 def _clear_cache() -> Any:
-    from django.core.cache import cache
+    """A clean cache per test (login rate limits, locks). Skipped where Django is not set up:
+    the pure-Python suites (tests/cluster, tests/parsers) also run with `-p no:django`."""
+    from django.conf import settings
 
-    cache.clear()
+    if settings.configured:
+        from django.core.cache import cache
+
+        cache.clear()
     yield
+
+
+@pytest.fixture(scope="session")
+def slurm_lab() -> dict[str, str]:
+    """The loopback Slurm lab's connection facts (SLURM_LAB_* from its env file), started if needed."""
+    from tests.lab import ensure_lab
+
+    return ensure_lab()
+
+
+@pytest.fixture
+def celery_eager() -> Any:
+    """Celery tasks run in-process (on commit), without propagating, so eager retries run as retries.
+
+    Set on the Celery app itself: its configuration is read once, so changing Django settings
+    after the first task would not reach it.
+    """
+    from portal.celery import app
+
+    old = app.conf.task_always_eager, app.conf.task_eager_propagates
+    app.conf.task_always_eager, app.conf.task_eager_propagates = True, False
+    yield app
+    app.conf.task_always_eager, app.conf.task_eager_propagates = old
 
 
 @pytest.fixture

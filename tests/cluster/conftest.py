@@ -7,10 +7,6 @@ Slurm is missing the slurm-ssh cases are skipped — unless CI=true, where they 
 
 from __future__ import annotations
 
-import os
-import shlex
-import shutil
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -29,63 +25,6 @@ from jobs.cluster import (
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"
-LAB_DIR = Path(os.environ.get("SLURM_LAB_DIR", "/tmp/rackpilot-slurm-lab"))
-START = REPO / "scripts" / "slurm-lab" / "start.sh"
-
-
-@pytest.fixture(autouse=True)
-def _clear_cache() -> Iterator[None]:
-    """Overrides tests/conftest.py's autouse fixture, which imports Django's cache: these
-    suites are pure Python and must also run with ``-p no:django``."""
-    yield
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() == "true"
-
-
-def read_lab_env(path: Path) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        line = line.strip()
-        if line.startswith("export "):
-            key, _, value = line[len("export ") :].partition("=")
-            parts = shlex.split(value)
-            env[key] = parts[0] if parts else ""
-    return env
-
-
-def _slurm_installed() -> bool:
-    return any(shutil.which(b) or Path("/usr/sbin", b).exists() for b in ("slurmctld",)) and bool(
-        shutil.which("sinfo")
-    )
-
-
-def _skip_or_fail(reason: str) -> None:
-    if _in_ci():
-        pytest.fail(f"CI=true and the Slurm lab is unavailable: {reason}")
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="session")
-def slurm_lab() -> dict[str, str]:
-    """The running loopback lab's settings ($SLURM_LAB_DIR/env), starting it if needed."""
-    env_file = LAB_DIR / "env"
-    if _slurm_installed() and os.geteuid() == 0:
-        proc = subprocess.run(
-            [str(START)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, "SLURM_LAB_DIR": str(LAB_DIR)},
-        )
-        if proc.returncode != 0:
-            pytest.fail(f"scripts/slurm-lab/start.sh failed:\n{proc.stdout}\n{proc.stderr}")
-    elif not env_file.exists():
-        if not _slurm_installed():
-            _skip_or_fail("Slurm is not installed (run scripts/slurm-lab/install.sh as root)")
-        _skip_or_fail("the Slurm lab is not running and starting it needs root (scripts/slurm-lab/start.sh)")
-    return read_lab_env(env_file)
 
 
 @dataclass

@@ -22,16 +22,12 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture(autouse=True)
-def _eager(settings):
+def _eager(settings, celery_eager):
     from jobs.backends import simulator_reset
-    from portal.celery import app
 
     settings.PORTAL_SIMULATOR_REALTIME = True
-    old = app.conf.task_always_eager, app.conf.task_eager_propagates
-    app.conf.task_always_eager, app.conf.task_eager_propagates = True, False
     simulator_reset()
     yield
-    app.conf.task_always_eager, app.conf.task_eager_propagates = old
     simulator_reset()
 
 

@@ -4,10 +4,6 @@ users mapped to cluster accounts, eager Celery with on-commit callbacks executed
 from __future__ import annotations
 
 import itertools
-import os
-import shlex
-import shutil
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,24 +20,17 @@ from jobs.models import ClusterAccount
 from jobs.sync import SyncResult, cluster_sync
 
 REPO = Path(__file__).resolve().parents[2]
-LAB_DIR = Path(os.environ.get("SLURM_LAB_DIR", "/tmp/rackpilot-slurm-lab"))
 _seq = itertools.count(1)
 
 
 @pytest.fixture(autouse=True)
-def _eager(settings: Any) -> Iterator[None]:
-    """Tasks run in-process (on commit; without propagation so that eager retries run as retries);
-    the simulator only moves when a test ticks it."""
-    from portal.celery import app
-
+def _eager(settings: Any, celery_eager: Any) -> Iterator[None]:
+    """Tasks run in-process; the simulator only moves when a test ticks it."""
     settings.PORTAL_SIMULATOR_REALTIME = False
     settings.PORTAL_ACTION_RETRY_BACKOFF = 0
     settings.PORTAL_ACTION_MAX_ATTEMPTS = 2
-    old = app.conf.task_always_eager, app.conf.task_eager_propagates
-    app.conf.task_always_eager, app.conf.task_eager_propagates = True, False
     simulator_reset()
     yield
-    app.conf.task_always_eager, app.conf.task_eager_propagates = old
     simulator_reset()
 
 
@@ -78,39 +67,6 @@ def alice_account(researcher_user: Any) -> Callable[[Cluster], ClusterAccount]:
 
 
 # ---------------------------------------------------------------------------- the Slurm lab
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").lower() == "true"
-
-
-def _skip_or_fail(reason: str) -> None:
-    if _in_ci():
-        pytest.fail(f"CI=true and the Slurm lab is unavailable: {reason}")
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="session")
-def slurm_lab() -> dict[str, str]:
-    env_file = LAB_DIR / "env"
-    if shutil.which("sinfo") and os.geteuid() == 0:
-        proc = subprocess.run(
-            [str(REPO / "scripts/slurm-lab/start.sh")],
-            capture_output=True,
-            text=True,
-            timeout=180,
-            env={**os.environ, "SLURM_LAB_DIR": str(LAB_DIR)},
-        )
-        if proc.returncode != 0:
-            pytest.fail(f"scripts/slurm-lab/start.sh failed:\n{proc.stdout}\n{proc.stderr}")
-    elif not env_file.exists():
-        _skip_or_fail("Slurm is not installed or the lab is not running (scripts/slurm-lab/)")
-    env: dict[str, str] = {}
-    for line in env_file.read_text().splitlines():
-        if line.startswith("export "):
-            key, _, value = line[len("export ") :].partition("=")
-            env[key] = (shlex.split(value) or [""])[0]
-    return env
 
 
 def lab_cluster_create(lab: dict[str, str], **overrides: Any) -> Cluster:

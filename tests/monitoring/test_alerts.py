@@ -189,9 +189,8 @@ class _Hook(BaseHTTPRequestHandler):
 
 
 def test_firing_notifies_webhook_and_email(
-    inv: Any, settings: Any, django_capture_on_commit_callbacks: Any
+    inv: Any, settings: Any, django_capture_on_commit_callbacks: Any, celery_eager: Any
 ) -> None:
-    settings.CELERY_TASK_ALWAYS_EAGER = True
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     server = HTTPServer(("127.0.0.1", 0), _Hook)
     threading.Thread(target=server.serve_forever, daemon=True).start()

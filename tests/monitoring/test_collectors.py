@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shlex
 import shutil
 import tempfile
 import threading
@@ -18,20 +16,10 @@ from monitoring.collectors import telemetry_pull_cluster
 from monitoring.models import Sample, Series
 from tests.monitoring.conftest import FIXTURES, fixture_text
 
-LAB_ENV = Path(os.environ.get("SLURM_LAB_DIR", "/tmp/rackpilot-slurm-lab")) / "env"
 
-
-def _lab() -> dict[str, str]:
-    if not LAB_ENV.exists():
-        pytest.skip(
-            "the slurm lab is not running: scripts/slurm-lab/install.sh && scripts/slurm-lab/start.sh"
-        )
-    env: dict[str, str] = {}
-    for line in LAB_ENV.read_text().splitlines():
-        if line.startswith("export "):
-            key, _sep, value = line[7:].partition("=")
-            env[key] = shlex.split(value)[0] if value else ""
-    return env
+@pytest.fixture
+def lab(slurm_lab: dict[str, str]) -> dict[str, str]:
+    return slurm_lab
 
 
 FAKE_TOOL = """#!/bin/sh
@@ -79,10 +67,9 @@ def _cluster(inv: Any, lab: dict[str, str]) -> Any:
 
 @pytest.mark.django_db(transaction=True)
 def test_pull_runs_the_tools_over_ssh_on_each_node_and_ingests(
-    inv: Any, tool_dir: Path, settings: Any
+    inv: Any, tool_dir: Path, settings: Any, lab: dict[str, str]
 ) -> None:
     # given a cluster reached over the loopback sshd, an NVIDIA node, a Tenstorrent node and a dead node
-    lab = _lab()
     settings.PORTAL_TELEMETRY_NODE_PREFIX = ["env", f"PATH={tool_dir}:/usr/bin:/bin", "RACKPILOT_NODE={host}"]
     cluster = _cluster(inv, lab)
     inv.node("gpu01", cluster=cluster)
@@ -99,9 +86,8 @@ def test_pull_runs_the_tools_over_ssh_on_each_node_and_ingests(
 
 @pytest.mark.django_db(transaction=True)
 def test_a_failing_tool_is_reported_and_the_other_nodes_still_collected(
-    inv: Any, tool_dir: Path, settings: Any
+    inv: Any, tool_dir: Path, settings: Any, lab: dict[str, str]
 ) -> None:
-    lab = _lab()
     settings.PORTAL_TELEMETRY_NODE_PREFIX = ["env", f"PATH={tool_dir}:/usr/bin:/bin", "RACKPILOT_NODE={host}"]
     (tool_dir / "nvidia-smi-bad01.out").write_text("this is not csv at all\n")
     (tool_dir / "nvidia-smi-bad01.out").chmod(0o644)
@@ -116,8 +102,9 @@ def test_a_failing_tool_is_reported_and_the_other_nodes_still_collected(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_wrong_host_key_stops_ssh_collection_with_a_clear_error(inv: Any, settings: Any) -> None:
-    lab = _lab()
+def test_a_wrong_host_key_stops_ssh_collection_with_a_clear_error(
+    inv: Any, settings: Any, lab: dict[str, str]
+) -> None:
     cluster = _cluster(
         inv,
         {

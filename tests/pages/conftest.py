@@ -4,10 +4,7 @@ Slurm lab as a cluster row, researchers mapped to cluster accounts, eager Celery
 from __future__ import annotations
 
 import itertools
-import os
-import shlex
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,21 +16,15 @@ from jobs.backends import simulator_get, simulator_reset
 from jobs.models import ClusterAccount
 from jobs.sync import cluster_sync
 
-LAB_DIR = Path(os.environ.get("SLURM_LAB_DIR", "/tmp/rackpilot-slurm-lab"))
 _seq = itertools.count(1)
 
 
 @pytest.fixture(autouse=True)
-def _eager(settings: Any) -> Iterator[None]:
-    from portal.celery import app
-
+def _eager(settings: Any, celery_eager: Any) -> Iterator[None]:
     settings.PORTAL_SIMULATOR_REALTIME = False
     settings.PORTAL_ACTION_MAX_ATTEMPTS = 1
-    old = app.conf.task_always_eager, app.conf.task_eager_propagates
-    app.conf.task_always_eager, app.conf.task_eager_propagates = True, False
     simulator_reset()
     yield
-    app.conf.task_always_eager, app.conf.task_eager_propagates = old
     simulator_reset()
 
 
@@ -82,26 +73,10 @@ def client_as() -> Callable[[Any], Client]:
     return make
 
 
-def _lab_env() -> dict[str, str] | None:
-    env_file = LAB_DIR / "env"
-    if not env_file.exists():
-        return None
-    env: dict[str, str] = {}
-    for line in env_file.read_text().splitlines():
-        if line.startswith("export "):
-            key, _, value = line[len("export ") :].partition("=")
-            env[key] = (shlex.split(value) or [""])[0]
-    return env
-
-
 @pytest.fixture
-def lab_cluster(db: Any) -> Cluster:
+def lab_cluster(db: Any, slurm_lab: dict[str, str]) -> Cluster:
     """The loopback Slurm (scripts/slurm-lab/start.sh) as a synced cluster row."""
-    lab = _lab_env()
-    if lab is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("CI=true and the Slurm lab is not running (scripts/slurm-lab/start.sh)")
-        pytest.skip("the Slurm lab is not running (scripts/slurm-lab/start.sh)")
+    lab = slurm_lab
     cluster = Cluster.objects.create(
         name=f"lab-{next(_seq)}",
         backend=Cluster.Backend.SLURM_SSH,
