@@ -1,8 +1,8 @@
 # ruff: noqa: S608 - identifiers interpolated here are this module's constants; values are parameters
 """The lowest storage layer of telemetry: the only place that branches on the database vendor.
 
-PostgreSQL: daily partitions of ``monitoring_sample``, binary COPY for samples, COPY into a temp
-table + INSERT … ON CONFLICT for latest values, date_trunc rollups, partition drops for retention.
+PostgreSQL: daily partitions of ``monitoring_sample``, binary COPY for samples, one UPDATE/INSERT
+of binary arrays for latest values, date_trunc rollups, partition drops for retention.
 SQLite (the demo): plain tables, executemany, strftime buckets, DELETE for retention.
 Everything above this module has one code path.
 """
@@ -14,7 +14,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from django.db import connection, transaction
+import psycopg
+from django.db import IntegrityError, ProgrammingError, connection, transaction
 
 SAMPLE_TABLE = "monitoring_sample"
 LATEST_TABLE = "monitoring_latestvalue"
@@ -119,20 +120,36 @@ def rollups_delete_before(step: int, cutoff: dt.datetime) -> int:
 
 
 # -- writes -------------------------------------------------------------------------------------
-def samples_write(rows: Sequence[SampleRow]) -> None:
-    """Append raw samples (partitions must exist: see :func:`partitions_ensure`)."""
+class PartitionMissing(Exception):
+    """The daily partition of some rows does not exist (dropped since this process checked)."""
+
+
+def samples_write(rows: Sequence[SampleRow], day: dt.date | None = None) -> None:
+    """Append raw samples (partitions must exist: see :func:`partitions_ensure`).
+
+    ``day``: all rows fall in this UTC day; PostgreSQL then copies straight into its partition
+    (no per-row routing, one partition's indexes opened), which is what a 1,000-sample batch needs.
+    """
     if not rows:
         return
     with connection.cursor() as cur:
         if is_postgres():
-            raw = cur.cursor
-            with (
-                connection.wrap_database_errors,
-                raw.copy(f"COPY {SAMPLE_TABLE} (ts, series_id, value) FROM STDIN (FORMAT BINARY)") as copy,
-            ):
-                copy.set_types(["timestamptz", "int4", "float8"])
-                for row in rows:
-                    copy.write_row(row)
+            table = f'"{partition_name(day)}"' if day is not None else SAMPLE_TABLE
+            try:
+                with (
+                    connection.wrap_database_errors,
+                    cur.cursor.copy(
+                        f"COPY {table} (ts, series_id, value) FROM STDIN (FORMAT BINARY)"
+                    ) as copy,
+                ):
+                    copy.set_types(["timestamptz", "int4", "float8"])
+                    for row in rows:
+                        copy.write_row(row)
+            except (IntegrityError, ProgrammingError) as exc:
+                # 23514: no partition for a row; 42P01: the partition copied into is gone
+                if getattr(exc.__cause__, "sqlstate", None) in ("23514", "42P01"):
+                    raise PartitionMissing(str(exc)) from exc
+                raise
         else:
             cur.executemany(
                 f"INSERT INTO {SAMPLE_TABLE} (ts, series_id, value) VALUES (%s, %s, %s)",
@@ -140,37 +157,40 @@ def samples_write(rows: Sequence[SampleRow]) -> None:
             )
 
 
+# PostgreSQL: one statement, the rows as three binary arrays: update the existing rows in place
+# (HOT updates: the table leaves room on each page, migration 0005), insert the new series' rows.
+_LATEST_PG = f"""
+WITH i AS (
+    SELECT * FROM unnest(%b::int4[], %b::timestamptz[], %b::float8[]) AS i (series_id, ts, value)
+), u AS (
+    UPDATE {LATEST_TABLE} l SET ts = i.ts, value = i.value FROM i
+    WHERE l.series_id = i.series_id AND l.ts <= i.ts RETURNING l.series_id
+)
+INSERT INTO {LATEST_TABLE} (series_id, ts, value)
+SELECT series_id, ts, value FROM i WHERE series_id NOT IN (SELECT series_id FROM u)
+ON CONFLICT (series_id) DO UPDATE SET ts = EXCLUDED.ts, value = EXCLUDED.value
+WHERE {LATEST_TABLE}.ts <= EXCLUDED.ts
+"""
+
+
 def latest_upsert(rows: Sequence[tuple[int, dt.datetime, float]]) -> None:
     """Upsert (series_id, ts, value); one row per series; an older ts never overwrites a newer one."""
     if not rows:
         return
-    upsert = (
-        "ON CONFLICT (series_id) DO UPDATE SET ts = EXCLUDED.ts, value = EXCLUDED.value "
-        f"WHERE {LATEST_TABLE}.ts <= EXCLUDED.ts"
-    )
+    if is_postgres():
+        connection.ensure_connection()
+        params = [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]]
+        # a server-binding cursor (Django's is client-side): the arrays travel in binary
+        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cur:
+            cur.execute(_LATEST_PG, params, prepare=True, binary=True)
+        return
     with connection.cursor() as cur:
-        if is_postgres():
-            cur.execute(
-                "CREATE TEMP TABLE IF NOT EXISTS monitoring_latest_in "
-                "(series_id int4, ts timestamptz, value float8) ON COMMIT DELETE ROWS"
-            )
-            cur.execute("TRUNCATE monitoring_latest_in")
-            with (
-                connection.wrap_database_errors,
-                cur.cursor.copy("COPY monitoring_latest_in FROM STDIN (FORMAT BINARY)") as copy,
-            ):
-                copy.set_types(["int4", "timestamptz", "float8"])
-                for row in rows:
-                    copy.write_row(row)
-            cur.execute(
-                f"INSERT INTO {LATEST_TABLE} (series_id, ts, value) "
-                f"SELECT series_id, ts, value FROM monitoring_latest_in {upsert}"
-            )
-        else:
-            cur.executemany(
-                f"INSERT INTO {LATEST_TABLE} (series_id, ts, value) VALUES (%s, %s, %s) {upsert}",
-                [(sid, _db_value(ts), v) for sid, ts, v in rows],
-            )
+        cur.executemany(
+            f"INSERT INTO {LATEST_TABLE} (series_id, ts, value) VALUES (%s, %s, %s) "
+            "ON CONFLICT (series_id) DO UPDATE SET ts = EXCLUDED.ts, value = EXCLUDED.value "
+            f"WHERE {LATEST_TABLE}.ts <= EXCLUDED.ts",
+            [(sid, _db_value(ts), v) for sid, ts, v in rows],
+        )
 
 
 # -- rollups ------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import time
 import urllib.request
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -19,12 +20,12 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.mail import send_mail
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from inventory.models import PSU, Node
-from monitoring.models import Alert, AlertRule, AlertState, Event, LatestValue, Series
+from monitoring.models import Alert, AlertRule, AlertState, Event, LatestValue
 from portal.models import AuditEntry
 from portal.services import audit_record
 
@@ -50,8 +51,33 @@ def psu_budget_w(node_ids: Iterable[int]) -> dict[int, float]:
     return {nid: plain[nid] + redundant[nid] / 2 for nid in set(plain) | set(redundant)}
 
 
+# enabled threshold / stall rules by metric, per database; read again after RULES_TTL_S or when a
+# rule is saved or deleted in this process (other processes see an edit within the TTL)
+RULES_TTL_S = 5.0
+_rules_cache: dict[str, tuple[float, dict[str, list[AlertRule]]]] = {}
+
+
+def alert_rules_by_metric() -> Mapping[str, Sequence[AlertRule]]:
+    """The enabled series rules (threshold, stall) keyed by metric, from a short-lived cache."""
+    db = str(connection.settings_dict["NAME"])
+    now = time.monotonic()
+    hit = _rules_cache.get(db)
+    if hit is not None and hit[0] > now:
+        return hit[1]
+    index: dict[str, list[AlertRule]] = defaultdict(list)
+    for rule in AlertRule.objects.filter(enabled=True).exclude(kind=AlertRule.Kind.EVENT).order_by("pk"):
+        index[rule.metric].append(rule)
+    _rules_cache[db] = (now + RULES_TTL_S, dict(index))
+    return _rules_cache[db][1]
+
+
+def alert_rules_forget(**_: Any) -> None:
+    """Drop the cached rule index (a rule changed)."""
+    _rules_cache.clear()
+
+
 def alerts_evaluate(
-    series: Mapping[int, tuple[int, int, int | None]],
+    series: Mapping[int, tuple[str, str, str, int, int | None]],
     points: Mapping[int, Sequence[tuple[dt.datetime, float]]],
     events: Sequence[Event],
     *,
@@ -60,6 +86,7 @@ def alerts_evaluate(
 ) -> set[int]:
     """Evaluate the enabled rules against this batch's samples of ``series`` and its ``events``.
 
+    ``series``: series id -> (metric, card ref, labels, node id, card id).
     ``previous``: latest (ts, value) of each series before this batch (stall rules need it).
     Returns the ids of alerts that fired, resolved or were updated.
     """
@@ -72,52 +99,54 @@ def alerts_evaluate(
 
 
 def _evaluate_series(
-    series: Mapping[int, tuple[int, int, int | None]],
+    series: Mapping[int, tuple[str, str, str, int, int | None]],
     points: Mapping[int, Sequence[tuple[dt.datetime, float]]],
     *,
     now: dt.datetime,
     previous: Mapping[int, tuple[dt.datetime, float]],
 ) -> set[int]:
-    meta = {
-        row[0]: row
-        for row in Series.objects.filter(pk__in=list(series)).values_list(
-            "id", "metric", "card_ref", "labels", "node_id", "card_id", "node__cluster_id"
+    index = alert_rules_by_metric()
+    pairs: list[tuple[AlertRule, int, tuple[str, str, str, int, int | None]]] = []
+    for sid, meta in series.items():
+        for rule in index.get(meta[0], ()):
+            if (rule.scope == AlertRule.Scope.CARD) == bool(meta[1]):
+                pairs.append((rule, sid, meta))
+    if any(rule.cluster_id is not None for rule, _sid, _m in pairs):
+        clusters = dict(
+            Node.objects.filter(pk__in={m[3] for _r, _s, m in pairs}).values_list("id", "cluster_id")
         )
-    }
-    rules = [
-        r
-        for r in AlertRule.objects.filter(enabled=True, metric__in={m[1] for m in meta.values()})
-        if r.kind != AlertRule.Kind.EVENT
-    ]
-    if not rules:
-        return set()
-    pairs: list[tuple[AlertRule, tuple[Any, ...]]] = []
-    for sid, (_id, metric, ref, _labels, _nid, _cid, cluster_id) in meta.items():
-        for rule in rules:
-            if rule.metric != metric or (rule.cluster_id is not None and rule.cluster_id != cluster_id):
-                continue
-            if (rule.scope == AlertRule.Scope.CARD) != bool(ref):
-                continue
-            pairs.append((rule, meta[sid]))
+        pairs = [p for p in pairs if p[0].cluster_id is None or p[0].cluster_id == clusters.get(p[2][3])]
     if not pairs:
         return set()
-    rule_ids = {r.pk for r, _m in pairs}
-    sids = {m[0] for _r, m in pairs}
-    states = {
-        (s.rule_id, s.series_id): s
-        for s in AlertState.objects.filter(rule_id__in=rule_ids, series_id__in=sids)
+    # The state rows of the batch's series: a row exists only while a condition holds, so this read
+    # is small; an id range (2 parameters) instead of a long IN list keeps it cheap. An open alert
+    # implies a state row (the condition held when it fired and has not cleared since), so open
+    # alerts are read only for the series that have one: usually none.
+    rule_ids = {r.pk for r, _s, _m in pairs}
+    states: dict[tuple[int, int], tuple[int, dt.datetime | None]] = {
+        (rid, sid): (pk, since)
+        for pk, rid, sid, since in AlertState.objects.filter(
+            rule_id__in=rule_ids, series_id__gte=min(series), series_id__lte=max(series)
+        ).values_list("pk", "rule_id", "series_id", "pending_since")
     }
-    targets = {alert_target(m[4], m[2], m[3]) for _r, m in pairs}
-    open_alerts = {
-        (a.rule_id, a.target): a
-        for a in Alert.objects.filter(status=Alert.Status.FIRING, rule_id__in=rule_ids, target__in=targets)
-    }
-    budgets = (
-        psu_budget_w({m[4] for r, m in pairs if r.relative_to == AlertRule.Relative.PSU_CAPACITY})
-        if any(r.relative_to for r, _m in pairs)
+    open_alerts = (
+        {
+            (a.rule_id, a.series_id): a
+            for a in Alert.objects.filter(
+                status=Alert.Status.FIRING,
+                rule_id__in={k[0] for k in states},
+                series_id__in={k[1] for k in states},
+            )
+        }
+        if states
         else {}
     )
-    stall_sids = {m[0] for r, m in pairs if r.kind == AlertRule.Kind.STALL and m[0] not in previous}
+    budgets = (
+        psu_budget_w({m[3] for r, _s, m in pairs if r.relative_to == AlertRule.Relative.PSU_CAPACITY})
+        if any(r.relative_to for r, _s, _m in pairs)
+        else {}
+    )
+    stall_sids = {sid for r, sid, _m in pairs if r.kind == AlertRule.Kind.STALL and sid not in previous}
     prev = dict(previous)
     if stall_sids:
         prev.update(
@@ -129,18 +158,26 @@ def _evaluate_series(
             }
         )
     changed: set[int] = set()
-    for rule, (sid, _metric, ref, labels, nid, cid, _cl) in pairs:
+    for rule, sid, (_metric, ref, labels, nid, cid) in pairs:
         limit = rule.threshold
         if rule.relative_to == AlertRule.Relative.PSU_CAPACITY:
             if nid not in budgets:
                 continue
             limit = budgets[nid] * rule.threshold / 100
-        target = alert_target(nid, ref, labels)
         state = states.get((rule.pk, sid))
-        pending = state.pending_since if state else None
-        alert = open_alerts.get((rule.pk, target))
+        alert = open_alerts.get((rule.pk, sid))
+        pts = points.get(sid, ())
+        if (
+            state is None
+            and alert is None
+            and rule.kind == AlertRule.Kind.THRESHOLD
+            and not any(_holds(rule, v, limit) for _ts, v in pts)
+        ):
+            continue  # the quiet majority: nothing pending, nothing open, nothing to write
+        target = alert_target(nid, ref, labels)
+        pending = state[1] if state else None
         last: tuple[dt.datetime, float] | None = prev.get(sid)
-        for ts, value in sorted(points.get(sid, ())):
+        for ts, value in sorted(pts):
             if rule.kind == AlertRule.Kind.STALL:
                 holds = last is not None and value <= last[1] and ts > last[0]
                 start = pending or (last[0] if last else ts)
@@ -164,15 +201,17 @@ def _evaluate_series(
     return changed
 
 
-def _state_save(rule: AlertRule, sid: int, state: AlertState | None, pending: dt.datetime | None) -> None:
-    """Keep a state row only while a condition holds: the quiet majority writes nothing."""
+def _state_save(
+    rule: AlertRule, sid: int, state: tuple[int, dt.datetime | None] | None, pending: dt.datetime | None
+) -> None:
+    """Keep a state row (pk, pending since) only while a condition holds: the quiet majority writes nothing."""
     if pending is None:
         if state is not None:
-            state.delete()
+            AlertState.objects.filter(pk=state[0]).delete()
     elif state is None:
         AlertState.objects.create(rule=rule, series_id=sid, pending_since=pending)
-    elif state.pending_since != pending:
-        AlertState.objects.filter(pk=state.pk).update(pending_since=pending)
+    elif state[1] != pending:
+        AlertState.objects.filter(pk=state[0]).update(pending_since=pending)
 
 
 def _message(rule: AlertRule, value: float, limit: float) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
@@ -30,11 +30,13 @@ from monitoring.parsers.metrics import METRICS
 from monitoring.parsers.model import normalize_bus_id
 from monitoring.signals import telemetry_ingested
 
-# (hostname as reported, card ref, metric, labels text, ts, value)
-Item = tuple[str, str, str, str, dt.datetime, float]
-# series key -> (series id, node id, card id)
+# series key: (hostname as reported, card ref, metric, labels text) -> (series id, node id, card id)
 SeriesKey = tuple[str, str, str, str]
 SeriesInfo = tuple[int, int, int | None]
+# one validated sample: (series key, ts, value, series info if this process knows it already)
+Item = tuple[SeriesKey, dt.datetime, float, SeriesInfo | None]
+# what alert evaluation needs of a series: (metric, card ref, labels, node id, card id)
+SeriesMeta = tuple[str, str, str, int, int | None]
 
 _series_cache: dict[str, dict[SeriesKey, SeriesInfo]] = {}
 SERIES_CACHE_MAX = 2_000_000
@@ -95,7 +97,11 @@ def card_ref_normalise(raw: str | None) -> str:
 
 
 def series_cache_clear() -> None:
+    """Forget this process's series ids (and its alert rule index)."""
+    from monitoring.services.alerts import alert_rules_forget
+
     _series_cache.clear()
+    alert_rules_forget()
 
 
 def _cache() -> dict[SeriesKey, SeriesInfo]:
@@ -127,16 +133,12 @@ def telemetry_ingest_result(
         if not math.isfinite(s.value):
             skipped += 1
             continue
-        items.append(
-            (
-                node_hostname,  # the node that ran the tool, whatever name the tool prints
-                card_ref_normalise(s.card),
-                s.metric,
-                labels_text(s.labels),
-                s.ts or now,
-                s.value,
-            )
-        )
+        # the node that ran the tool, whatever name the tool prints
+        key = (node_hostname, card_ref_normalise(s.card), s.metric, labels_text(s.labels))
+        items.append((key, s.ts or now, s.value, None))
+    cache = _cache()
+    for i, (key, ts, value, _info) in enumerate(items):
+        items[i] = (key, ts, value, cache.get(key))
     report = _ingest(items, result.events, now=now, default_host=node_hostname)
     report.skipped += skipped
     report.problems = [f"line {p.line}: {p.field or ''} {p.reason}".strip() for p in result.problems][:50]
@@ -153,31 +155,54 @@ def telemetry_ingest_samples(
     """
     now = now or timezone.now()
     items: list[Item] = []
+    append = items.append
     errors: list[str] = []
     known = METRICS
+    # a batch repeats a few times and cards many times: parse / normalise each distinct one once
+    times: dict[str, dt.datetime] = {}
+    refs: dict[str, str] = {}
+    isfinite = math.isfinite
+    known_series = _cache().get
     for i, s in enumerate(samples):
         try:
-            if not isinstance(s, Mapping):
+            if type(s) is not dict and not isinstance(s, Mapping):
                 raise ValueError(_("not an object"))
             metric = s.get("metric")
             if metric not in known:
                 raise ValueError(_("unknown metric %(m)r") % {"m": metric})
             host = s.get("node") or only_node
-            if not host or not isinstance(host, str):
+            if not host or type(host) is not str and not isinstance(host, str):
                 raise ValueError(_("'node' is required"))
             if only_node is not None and host != only_node:
                 raise ValueError(_("this token may only send samples for %(node)s") % {"node": only_node})
-            value = s.get("value")
-            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            value: Any = s.get("value")
+            vtype = type(value)
+            if vtype is not float and (vtype is bool or not isinstance(value, int | float)):
                 raise ValueError(_("'value' must be a finite number"))
-            ts = _parse_ts(s.get("ts"), now)
+            if not isfinite(value):
+                raise ValueError(_("'value' must be a finite number"))
+            raw_ts = s.get("ts")
+            if type(raw_ts) is str:
+                ts = times.get(raw_ts)
+                if ts is None:
+                    ts = times[raw_ts] = _parse_ts(raw_ts, now)
+            else:
+                ts = _parse_ts(raw_ts, now)
             card = s.get("card") or ""
-            if not isinstance(card, str):
-                raise ValueError(_("'card' must be a string"))
+            ref = refs.get(card) if type(card) is str else None
+            if ref is None:
+                if not isinstance(card, str):
+                    raise ValueError(_("'card' must be a string"))
+                ref = refs[card] = card_ref_normalise(card)
             labels = s.get("labels")
-            if labels is not None and not isinstance(labels, Mapping):
+            if labels is None:
+                ltext = ""
+            elif isinstance(labels, Mapping):
+                ltext = labels_text(labels)
+            else:
                 raise ValueError(_("'labels' must be an object"))
-            items.append((host, card_ref_normalise(card), metric, labels_text(labels), ts, float(value)))
+            key = (host, ref, metric, ltext)
+            append((key, ts, float(value), known_series(key)))
         except ValueError as exc:
             errors.append(f"[{i}] {exc}")
             if len(errors) >= 20:
@@ -205,53 +230,74 @@ def _parse_ts(raw: Any, now: dt.datetime) -> dt.datetime:
 def _ingest(
     items: Sequence[Item], parsed_events: Iterable[ParsedEvent], *, now: dt.datetime, default_host: str | None
 ) -> IngestReport:
-    report = IngestReport()
     parsed_events = list(parsed_events)
+    days: list[dt.date] = []
     if items:
-        _check_window(items, now)
+        distinct = {it[1] for it in items}  # a batch usually carries one or a few times
+        lo, hi = min(distinct), max(distinct)
+        _check_window(items, lo, hi, now)
+        first, last = lo.astimezone(dt.UTC).date(), hi.astimezone(dt.UTC).date()
+        days = [first + dt.timedelta(days=d) for d in range((last - first).days + 1)]
+    nested = connection.in_atomic_block
+    try:
+        return _ingest_atomic(items, parsed_events, days, now=now, default_host=default_host)
+    except storage.PartitionMissing:  # dropped since this process checked: worth one retry
+        storage.partitions_forget()
+        if nested:  # the caller's transaction is aborted: it has to retry, not us
+            raise IngestError([_("A telemetry partition was dropped meanwhile; retry the batch.")])
+        return _ingest_atomic(items, parsed_events, days, now=now, default_host=default_host)
+
+
+def _ingest_atomic(
+    items: Sequence[Item],
+    parsed_events: list[ParsedEvent],
+    days: list[dt.date],
+    *,
+    now: dt.datetime,
+    default_host: str | None,
+) -> IngestReport:
+    from monitoring.services.alerts import alert_rules_by_metric, alerts_evaluate
+
+    report = IngestReport()
     with transaction.atomic():
-        resolved = _resolve_series(items, report)
+        missing = {it[0] for it in items if it[3] is None}
+        fresh = _resolve_series(missing, report) if missing else {}
+        rule_metrics = alert_rules_by_metric()
         rows: list[storage.SampleRow] = []
-        latest: dict[int, tuple[dt.datetime, float]] = {}
+        add = rows.append
+        latest: dict[int, tuple[int, dt.datetime, float]] = {}
+        series: dict[int, SeriesMeta] = {}
         stateful: list[tuple[int, Item]] = []
-        rule_metrics = _rule_metrics()
         watched: dict[int, list[tuple[dt.datetime, float]]] = {}
         for item in items:
-            sid = resolved[(item[0], item[1], item[2], item[3])][0]
-            ts, value = item[4], item[5]
-            rows.append((ts, sid, value))
+            key, ts, value, info = item
+            if info is None:
+                info = fresh[key]
+            sid = info[0]
+            add((ts, sid, value))
             prev = latest.get(sid)
-            if prev is None or prev[0] <= ts:
-                latest[sid] = (ts, value)
-            metric = item[2]
+            if prev is None:
+                latest[sid] = (sid, ts, value)
+                series[sid] = (key[2], key[1], key[3], info[1], info[2])
+            elif prev[1] <= ts:
+                latest[sid] = (sid, ts, value)
+            metric = key[2]
             if metric in rule_metrics:
                 watched.setdefault(sid, []).append((ts, value))
             if metric in STATEFUL_METRICS:
                 stateful.append((sid, item))
         if rows:
-            lo = min(r[0] for r in rows).astimezone(dt.UTC).date()
-            hi = max(r[0] for r in rows).astimezone(dt.UTC).date()
-            days = [lo + dt.timedelta(days=d) for d in range((hi - lo).days + 1)]
             storage.partitions_ensure(days)
-            try:
-                with transaction.atomic():
-                    storage.samples_write(rows)
-            except IntegrityError:  # a partition this process believed in was dropped elsewhere
-                storage.partitions_forget()
-                storage.partitions_ensure(days)
-                storage.samples_write(rows)
-        events = _store_events([*parsed_events, *_derived_events(stateful, resolved)], default_host)
+            storage.samples_write(rows, days[0] if len(days) == 1 else None)
+        events = _store_events([*parsed_events, *_derived_events(stateful)], default_host)
         report.stored = len(rows)
         report.events = len(events)
-        from monitoring.services.alerts import alerts_evaluate
-
-        by_sid = {info[0]: info for info in resolved.values()}
         # before the latest values move: stall rules compare with the previous value
-        alert_ids = alerts_evaluate({sid: by_sid[sid] for sid in watched}, watched, events, now=now)
-        storage.latest_upsert([(sid, ts, v) for sid, (ts, v) in latest.items()])
+        alert_ids = alerts_evaluate({sid: series[sid] for sid in watched}, watched, events, now=now)
+        storage.latest_upsert(list(latest.values()))
         report.alert_ids = sorted(alert_ids)
-        node_ids = {info[1] for info in resolved.values()} | {e.node_id for e in events}
-        card_ids = {info[2] for info in resolved.values() if info[2] is not None}
+        node_ids = {m[3] for m in series.values()} | {e.node_id for e in events}
+        card_ids = {m[4] for m in series.values() if m[4] is not None}
         transaction.on_commit(
             lambda: telemetry_ingested.send(
                 sender=Series, node_ids=node_ids, card_ids=card_ids, alert_ids=set(alert_ids)
@@ -260,22 +306,23 @@ def _ingest(
     return report
 
 
-def _check_window(items: Sequence[Item], now: dt.datetime) -> None:
+def _check_window(items: Sequence[Item], lo: dt.datetime, hi: dt.datetime, now: dt.datetime) -> None:
     oldest = now - dt.timedelta(days=settings.PORTAL_TELEMETRY_RAW_RETENTION_DAYS)
     newest = now + dt.timedelta(seconds=settings.PORTAL_TELEMETRY_MAX_FUTURE_S)
+    if oldest <= lo and hi <= newest:
+        return
     errors = [
         _("[%(i)s] ts %(ts)s is outside the accepted window %(lo)s .. %(hi)s")
         % {
             "i": i,
-            "ts": it[4].isoformat(),
+            "ts": it[1].isoformat(),
             "lo": oldest.isoformat(timespec="seconds"),
             "hi": newest.isoformat(timespec="seconds"),
         }
         for i, it in enumerate(items)
-        if not (oldest <= it[4] <= newest)
+        if not (oldest <= it[1] <= newest)
     ]
-    if errors:
-        raise IngestError(errors[:20])
+    raise IngestError(errors[:20])
 
 
 def _nodes_by_name(names: Iterable[str]) -> dict[str, Node]:
@@ -294,21 +341,10 @@ def _nodes_by_name(names: Iterable[str]) -> dict[str, Node]:
     return found
 
 
-def _resolve_series(items: Sequence[Item], report: IngestReport) -> dict[SeriesKey, SeriesInfo]:
+def _resolve_series(missing: set[SeriesKey], report: IngestReport) -> dict[SeriesKey, SeriesInfo]:
+    """Ids of the series this process has not seen yet: looked up (and created) in bulk; the
+    process cache learns them once the batch commits."""
     cache = _cache()
-    resolved: dict[SeriesKey, SeriesInfo] = {}
-    missing: set[SeriesKey] = set()
-    for item in items:
-        key = (item[0], item[1], item[2], item[3])
-        if key in resolved:
-            continue
-        info = cache.get(key)
-        if info is None:
-            missing.add(key)
-        else:
-            resolved[key] = info
-    if not missing:
-        return resolved
     nodes = _nodes_by_name(k[0] for k in missing)
     unknown = sorted({k[0] for k in missing} - set(nodes))
     if unknown:
@@ -332,7 +368,6 @@ def _resolve_series(items: Sequence[Item], report: IngestReport) -> dict[SeriesK
     fresh: dict[SeriesKey, SeriesInfo] = {}
     for dbkey, key in wanted.items():
         fresh[key] = existing[dbkey]
-    resolved.update(fresh)
     report.unknown_cards = sorted({k[1] for k, info in fresh.items() if k[1] and info[2] is None})
 
     def remember() -> None:
@@ -341,7 +376,7 @@ def _resolve_series(items: Sequence[Item], report: IngestReport) -> dict[SeriesK
         cache.update(fresh)
 
     transaction.on_commit(remember)
-    return resolved
+    return fresh
 
 
 def _series_lookup(
@@ -373,9 +408,7 @@ def _card_index(node_ids: set[int]) -> dict[tuple[int, str], int]:
     return index
 
 
-def _derived_events(
-    stateful: list[tuple[int, Item]], resolved: Mapping[SeriesKey, SeriesInfo]
-) -> list[ParsedEvent]:
+def _derived_events(stateful: list[tuple[int, Item]]) -> list[ParsedEvent]:
     """Events that need the previous value: Xid changes, heartbeat stalls, link retrains, link flaps."""
     if not stateful:
         return []
@@ -390,7 +423,7 @@ def _derived_events(
     current = ParseResult()
     from monitoring.parsers import Sample as ParsedSample
 
-    for sid, (host, ref, metric, labels, ts, value) in sorted(stateful, key=lambda x: x[1][4]):
+    for sid, ((host, ref, metric, labels), ts, value, _info) in sorted(stateful, key=lambda x: x[1][1]):
         before = previous.get(sid)
         previous[sid] = value
         if before is None:
@@ -468,13 +501,3 @@ def _jsonable(data: Mapping[str, Any]) -> dict[str, Any]:
         k: (v if isinstance(v, int | float | str | bool | type(None) | list | dict) else str(v))
         for k, v in data.items()
     }
-
-
-def _rule_metrics() -> frozenset[str]:
-    from monitoring.models import AlertRule
-
-    return frozenset(
-        AlertRule.objects.filter(enabled=True)
-        .exclude(kind=AlertRule.Kind.EVENT)
-        .values_list("metric", flat=True)
-    )
