@@ -32,4 +32,4 @@ WHITENOISE_USE_FINDERS = True
 STATIC_ROOT = DEMO_DIR / "static"
 PORTAL_SYNC_INTERVAL = 5
 # The console shows the demo's own story, not a line per eager task.
-LOGGING["loggers"]["celery.app.trace"] = {"level": "WARNING"}  # noqa: F405
+LOGGING = {**LOGGING, "loggers": {**LOGGING["loggers"], "celery.app.trace": {"level": "WARNING"}}}  # type: ignore[dict-item]  # noqa: F405

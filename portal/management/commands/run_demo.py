@@ -4,6 +4,7 @@ simulation running in the same process (``scripts/demo`` calls this with portal.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import os
 import signal
 from pathlib import Path
@@ -63,6 +64,7 @@ class Command(BaseCommand):
         server = uvicorn.Server(config)
         # uvicorn re-raises the signal it caught once it has shut down: both end here, cleanly
         signal.signal(signal.SIGTERM, _interrupt)
+        faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>` prints every thread's stack
         with contextlib.suppress(KeyboardInterrupt):
             server.run()
         if not server.started:
