@@ -238,13 +238,12 @@ def _ingest(
         _check_window(items, lo, hi, now)
         first, last = lo.astimezone(dt.UTC).date(), hi.astimezone(dt.UTC).date()
         days = [first + dt.timedelta(days=d) for d in range((last - first).days + 1)]
-    nested = connection.in_atomic_block
+    if connection.in_atomic_block:  # inside the caller's transaction: a savepoint guards the COPY
+        return _ingest_atomic(items, parsed_events, days, now=now, default_host=default_host, nested=True)
     try:
         return _ingest_atomic(items, parsed_events, days, now=now, default_host=default_host)
-    except storage.PartitionMissing:  # dropped since this process checked: worth one retry
+    except storage.PartitionMissing:  # dropped since this process checked: the batch is retried once
         storage.partitions_forget()
-        if nested:  # the caller's transaction is aborted: it has to retry, not us
-            raise IngestError([_("A telemetry partition was dropped meanwhile; retry the batch.")])
         return _ingest_atomic(items, parsed_events, days, now=now, default_host=default_host)
 
 
@@ -255,6 +254,7 @@ def _ingest_atomic(
     *,
     now: dt.datetime,
     default_host: str | None,
+    nested: bool = False,
 ) -> IngestReport:
     from monitoring.services.alerts import alert_rules_by_metric, alerts_evaluate
 
@@ -288,7 +288,17 @@ def _ingest_atomic(
                 stateful.append((sid, item))
         if rows:
             storage.partitions_ensure(days)
-            storage.samples_write(rows, days[0] if len(days) == 1 else None)
+            day = days[0] if len(days) == 1 else None
+            if nested:
+                try:
+                    with transaction.atomic():
+                        storage.samples_write(rows, day)
+                except storage.PartitionMissing:
+                    storage.partitions_forget()
+                    storage.partitions_ensure(days)
+                    storage.samples_write(rows, day)
+            else:
+                storage.samples_write(rows, day)
         events = _store_events([*parsed_events, *_derived_events(stateful)], default_host)
         report.stored = len(rows)
         report.events = len(events)

@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 from django.core import mail
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from monitoring import services
-from monitoring.models import Alert, AlertRule, AlertState
+from monitoring.models import Alert, AlertRule, AlertState, LatestValue
 from tests.monitoring.conftest import H100_UUIDS
 
 pytestmark = pytest.mark.django_db
@@ -263,3 +264,51 @@ def test_a_rule_may_drain_the_node_through_the_cluster_layer(
     action = Action.objects.get(node=node)
     assert (action.kind, action.status, action.requested_by) == ("drain", "pending", None)
     assert "GPU temperature above 85" in action.params["reason"]
+
+
+def test_a_rule_edit_applies_to_the_next_batch(inv: Any) -> None:
+    # given a card pending at 90 °C under the 85 °C rule
+    inv.node("gpu01")
+    rule = AlertRule.objects.get(name="GPU temperature above 85 °C")
+    _push("gpu01", "temperature_c", 90, 0)
+    assert AlertState.objects.filter(rule=rule).count() == 1
+    # when an admin raises the threshold to 95 °C (the cached rule index is reset on save)
+    rule.threshold = 95
+    rule.save()
+    _push("gpu01", "temperature_c", 92, 60)
+    # then 92 °C no longer holds: nothing fires and the pending state is gone
+    assert Alert.objects.count() == 0
+    assert AlertState.objects.count() == 0
+    # and a disabled rule is not evaluated at all
+    rule.enabled = False
+    rule.save()
+    _push("gpu01", "temperature_c", 99, 70)
+    _push("gpu01", "temperature_c", 99, 200)
+    assert Alert.objects.count() == 0
+    assert AlertState.objects.count() == 0
+
+
+def test_a_warm_batch_of_cool_cards_reads_no_rules_and_no_alerts(
+    inv: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    # given cards this process has seen (series ids learnt on commit, rules cached)
+    inv.node("gpu01")
+    cards = [f"0000:{i + 1:02x}:00.0" for i in range(20)]
+    with django_capture_on_commit_callbacks(execute=True):
+        for card in cards:
+            _push("gpu01", "temperature_c", 40, 0, card=card)
+    # when a batch of cool readings arrives
+    with CaptureQueriesContext(connection) as ctx:
+        services.telemetry_ingest_samples(
+            [
+                {"ts": (T0 + dt.timedelta(seconds=10)).isoformat(), "node": "gpu01", "card": c}
+                | {"metric": "temperature_c", "value": 41}
+                for c in cards
+            ]
+        )
+    sql = " ".join(q["sql"] for q in ctx.captured_queries)
+    # then only the (empty) alert states are read: no rule, series, node or alert lookups
+    assert "monitoring_alertstate" in sql
+    for table in ("monitoring_alertrule", '"monitoring_alert"', "monitoring_series", "inventory_node"):
+        assert table not in sql
+    assert LatestValue.objects.filter(value=41).count() == 20

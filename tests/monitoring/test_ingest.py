@@ -208,3 +208,44 @@ def test_listeners_hear_the_changed_ids_after_commit(
     assert heard == [
         {"signal": telemetry_ingested, "node_ids": {node.pk}, "card_ids": {card.pk}, "alert_ids": set()}
     ]
+
+
+def _drop_todays_partition_behind_the_cache(now: dt.datetime) -> str:
+    name = storage.partition_name(now.astimezone(dt.UTC).date())
+    with connection.cursor() as cur:
+        cur.execute(f'DROP TABLE "{name}"')
+    return name
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_a_partition_dropped_elsewhere_is_recreated_inside_a_callers_transaction(
+    inv: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    # given today's partition is known to this process, then dropped by someone else
+    inv.node("gpu01")
+    now = timezone.now()
+    with django_capture_on_commit_callbacks(execute=True):
+        telemetry_ingest_samples([_s("gpu01", "node_power_w", 1, now)], now=now)
+    name = _drop_todays_partition_behind_the_cache(now)
+    # when a batch arrives (inside the test's transaction), then it is stored in a new partition
+    report = telemetry_ingest_samples([_s("gpu01", "node_power_w", 2, now)], now=now)
+    assert report.stored == 1
+    assert name in {n for n, _d in storage.partitions_list()}
+    assert list(Sample.objects.values_list("value", flat=True)) == [2.0]
+    assert LatestValue.objects.get().value == 2
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+@pytest.mark.django_db(transaction=True)
+def test_a_partition_dropped_elsewhere_makes_the_batch_retry_once(inv: Any) -> None:
+    # given a committed batch made today's partition known to this process, then it was dropped
+    inv.node("gpu01")
+    now = timezone.now()
+    telemetry_ingest_samples([_s("gpu01", "node_power_w", 1, now)], now=now)
+    name = _drop_todays_partition_behind_the_cache(now)
+    # when the next batch arrives in its own transaction, then it is stored after one retry
+    report = telemetry_ingest_samples([_s("gpu01", "node_power_w", 2, now)], now=now)
+    assert report.stored == 1
+    assert name in {n for n, _d in storage.partitions_list()}
+    assert list(Sample.objects.values_list("value", flat=True)) == [2.0]
+    assert LatestValue.objects.get().value == 2
