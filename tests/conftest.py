@@ -26,6 +26,24 @@ def _clear_cache() -> Any:
     yield
 
 
+@pytest.fixture(autouse=True)
+def _empty_unmanaged_tables(request: Any) -> Any:
+    """Transactional tests end with a flush, which skips unmanaged tables: empty the raw samples
+    table (partitioned, written with COPY) so that no later test sees their rows."""
+    yield
+    marker = request.node.get_closest_marker("django_db")
+    transactional = bool(marker and marker.kwargs.get("transaction")) or bool(
+        {"transactional_db", "live_server"} & set(request.fixturenames)
+    )
+    if not transactional:
+        return
+    from django.db import connection
+
+    blocker = request.getfixturevalue("django_db_blocker")
+    with blocker.unblock(), connection.cursor() as cur:
+        cur.execute("TRUNCATE monitoring_sample")
+
+
 @pytest.fixture(scope="session")
 def slurm_lab() -> dict[str, str]:
     """The loopback Slurm lab's connection facts (SLURM_LAB_* from its env file), started if needed."""
