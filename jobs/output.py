@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
 from django.db import transaction
@@ -86,7 +85,7 @@ def job_output_get(job: Job) -> JobOutput:
         pending = True
         if cache.add(_lock(job.pk), 1, timeout=max(_refresh_s() * 4, 20)):
             job_pk = job.pk
-            transaction.on_commit(lambda: job_output_refresh_task.delay(job_pk))
+            transaction.on_commit(lambda: _enqueue_refresh(job_pk))
     if data is None:
         return JobOutput(pending=pending)
     return JobOutput(text=data["text"], error=data["error"], fetched_at=data["at"], pending=pending)
@@ -117,6 +116,7 @@ def job_output_refresh(job_pk: int) -> None:
     cache.delete(_lock(job.pk))
 
 
-@shared_task(name="jobs.tasks.job_output_refresh_task", time_limit=60, soft_time_limit=50, ignore_result=True)
-def job_output_refresh_task(job_pk: int) -> None:
-    job_output_refresh(job_pk)
+def _enqueue_refresh(job_pk: int) -> None:
+    from jobs.tasks import job_output_refresh_task  # tasks import this module
+
+    job_output_refresh_task.delay(job_pk)

@@ -8,7 +8,7 @@ from celery import Task, shared_task
 from django.conf import settings
 
 from inventory.models import Cluster
-from jobs import services, sync
+from jobs import output, services, sync
 from jobs.cluster import RetryableError
 
 
@@ -49,8 +49,13 @@ def cluster_sync_task(cluster_id: int) -> dict[str, Any] | None:
     }
 
 
-@shared_task(time_limit=60, ignore_result=True)
+@shared_task(time_limit=60, soft_time_limit=50, ignore_result=True)
 def cluster_sync_all_task() -> None:
     expires = int(getattr(settings, "PORTAL_SYNC_INTERVAL", 15))
     for cluster_id in Cluster.objects.values_list("pk", flat=True):
         cluster_sync_task.apply_async(args=[cluster_id], expires=expires)
+
+
+@shared_task(time_limit=60, soft_time_limit=50, ignore_result=True)
+def job_output_refresh_task(job_pk: int) -> None:
+    output.job_output_refresh(job_pk)

@@ -198,7 +198,6 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 900)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 840)
-CELERY_IMPORTS = ("jobs.output",)  # task modules other than <app>/tasks.py
 CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     "jobs-cluster-sync": {
         "task": "jobs.tasks.cluster_sync_all_task",
