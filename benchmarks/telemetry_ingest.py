@@ -5,7 +5,8 @@
 Creates (and drops at the end) the database ``rackpilot_bench`` on the PostgreSQL of
 DATABASE_URL, migrates it, builds an inventory of --nodes nodes x 8 cards and measures, in the
 same run and on the same table:
-  raw COPY      binary COPY of (ts, series_id, value) rows straight into monitoring_sample
+  raw COPY      binary COPY of (ts, series_id, value) rows straight into monitoring_sample, in
+                10,000-row and in --batch-row transactions (the service's batch size)
   service       telemetry_ingest_samples() with --batch samples per call (validation, series
                 resolution, COPY, latest-value upsert, alert evaluation, events), warm series cache
   endpoint      POST /api/monitoring/ingest/ (JSON, 1,000 samples per request) through Django's
@@ -24,6 +25,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -98,7 +100,7 @@ def samples_for(targets: list[tuple[str, str]], ts: dt.datetime) -> list[dict[st
     ]
 
 
-def bench_raw_copy(rows: list[tuple[dt.datetime, int, float]]) -> float:
+def bench_raw_copy(rows: list[tuple[dt.datetime, int, float]], batch: int = 10_000) -> float:
     from django.db import connection, transaction
 
     from monitoring import storage
@@ -106,7 +108,7 @@ def bench_raw_copy(rows: list[tuple[dt.datetime, int, float]]) -> float:
     with transaction.atomic():
         storage.partitions_ensure({r[0].date() for r in rows[:1]})
     t = time.perf_counter()
-    for i in range(0, len(rows), 10_000):
+    for i in range(0, len(rows), batch):
         with (
             transaction.atomic(),
             connection.cursor() as cur,
@@ -115,9 +117,56 @@ def bench_raw_copy(rows: list[tuple[dt.datetime, int, float]]) -> float:
             ) as copy,
         ):
             copy.set_types(["timestamptz", "int4", "float8"])
-            for row in rows[i : i + 10_000]:
+            for row in rows[i : i + batch]:
                 copy.write_row(row)
     return len(rows) / (time.perf_counter() - t)
+
+
+def _service_worker(
+    batches: list[list[dict[str, object]]], ready: Any, go: Any, done: Any
+) -> None:  # pragma: no cover - runs in a child process
+    from monitoring import services
+
+    ready.release()
+    go.wait()
+    n = 0
+    for batch in batches:
+        n += services.telemetry_ingest_samples(batch).stored
+    done.put(n)
+
+
+def bench_service_parallel(
+    targets: list[tuple[str, str]], start: dt.datetime, ticks: int, args: argparse.Namespace
+) -> float:
+    """Samples/s of --workers forked processes ingesting disjoint nodes' batches at the same time."""
+    import multiprocessing
+
+    from django.db import connections
+
+    ctx = multiprocessing.get_context("fork")
+    share = -(-len(targets) // args.workers)
+    jobs = []
+    for w in range(args.workers):
+        mine = targets[w * share : (w + 1) * share]
+        batches = []
+        for k in range(ticks):
+            tick = samples_for(mine, start - dt.timedelta(seconds=10 * k))
+            batches += [tick[i : i + args.batch] for i in range(0, len(tick), args.batch)]
+        jobs.append(batches)
+    connections.close_all()  # each child opens its own connection
+    ready, go, done = ctx.Semaphore(0), ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_service_worker, args=(b, ready, go, done)) for b in jobs]
+    for p in procs:
+        p.start()
+    for _p in procs:
+        ready.acquire()
+    t = time.perf_counter()
+    go.set()
+    n = sum(done.get() for _p in procs)
+    elapsed = time.perf_counter() - t
+    for p in procs:
+        p.join()
+    return n / elapsed
 
 
 def main() -> None:
@@ -125,6 +174,7 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--samples", type=int, default=192_000, help="samples per measured path")
     ap.add_argument("--batch", type=int, default=1000, help="samples per service call")
+    ap.add_argument("--workers", type=int, default=2, help="processes for the parallel service figure")
     ap.add_argument("--query-rows", type=int, default=10_000_000)
     ap.add_argument("--keep", action="store_true", help="keep the rackpilot_bench database")
     args = ap.parse_args()
@@ -166,6 +216,8 @@ def run(args: argparse.Namespace) -> None:
     sids = list(Series.objects.values_list("id", flat=True))
     rows = [(now - dt.timedelta(minutes=20, seconds=10 * k), sid, 41.0) for k in range(ticks) for sid in sids]
     raw = bench_raw_copy(rows)
+    rows = [(ts - dt.timedelta(seconds=5), sid, v) for ts, sid, v in rows]
+    raw_small = bench_raw_copy(rows, batch=args.batch)
 
     # (a) the service, --batch samples per call
     t = time.perf_counter()
@@ -175,6 +227,10 @@ def run(args: argparse.Namespace) -> None:
         for i in range(0, len(batch), args.batch):
             n += services.telemetry_ingest_samples(batch[i : i + args.batch]).stored
     service = n / (time.perf_counter() - t)
+
+    # (a2) the same service path in --workers processes at once (how a deployment scales it: the
+    # database works for one worker while another runs Python); each worker its own nodes
+    parallel = bench_service_parallel(targets, now - dt.timedelta(minutes=8), ticks, args)
 
     # (b) the HTTP endpoint, 1,000 samples per request (JSON encoding done before timing)
     from inventory.models import Node
@@ -199,15 +255,23 @@ def run(args: argparse.Namespace) -> None:
 
     print(f"\ningest ({n:,} samples per path, {len(sids):,} series)")
     print(f"  raw COPY (10k-row batches)        {raw:>12,.0f} samples/s")
+    print(f"  raw COPY ({args.batch}-row batches)        {raw_small:>12,.0f} samples/s")
     print(
         f"  service ({args.batch}-sample batches)     {service:>12,.0f} samples/s  ({service / raw:.0%} of COPY)"
+    )
+    print(
+        f"  service, {args.workers} worker processes       {parallel:>12,.0f} samples/s  ({parallel / raw:.0%} of COPY)"
     )
     print(
         f"  HTTP endpoint (1,000 per request)  {endpoint:>12,.0f} samples/s  ({endpoint / raw:.0%} of COPY)"
     )
     print(
+        f"  vs raw COPY in {args.batch}-row batches: service {service / raw_small:.0%}, "
+        f"endpoint {endpoint / raw_small:.0%}"
+    )
+    print(
         f"  target 1,000 nodes x 8,000 cards @10 s ~ 100,000 samples/s: service {service / 100_000:.2f}x, "
-        f"endpoint {endpoint / 100_000:.2f}x"
+        f"{args.workers} workers {parallel / 100_000:.2f}x, endpoint {endpoint / 100_000:.2f}x"
     )
 
     # series query with many rows stored: generated in SQL, 10 s apart, one day
@@ -237,9 +301,10 @@ def run(args: argparse.Namespace) -> None:
     with connection.cursor() as cur:
         cur.execute(
             "INSERT INTO monitoring_sample (ts, series_id, value) "
+            # series-major order: each series' (series_id, ts) index entries arrive in order
             "SELECT %s::timestamptz + (k * interval '10 seconds'), s, random() * 700 "
-            "FROM generate_series(0, %s) k, generate_series(%s, %s) s",
-            [day_start, per_series - 1, lo, hi],
+            "FROM generate_series(%s, %s) s CROSS JOIN LATERAL generate_series(0, %s) k",
+            [day_start, lo, hi, per_series - 1],
         )
         cur.execute("ANALYZE monitoring_sample")
         cur.execute("SELECT count(*) FROM monitoring_sample")
