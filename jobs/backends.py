@@ -17,10 +17,12 @@ from contextlib import contextmanager
 from typing import Any, cast
 
 from django.conf import settings
+from django.db.models import Max
 
 from inventory.choices import CardStatus, NodeRole
 from inventory.models import Cluster
 from jobs.cluster import ClusterBackend, SimNode, SimPartition, SimulatedCluster, ValidationError, get_backend
+from jobs.models import Job
 
 _SIMULATORS: dict[int, SimulatedCluster] = {}
 _SIM_LOCK = threading.Lock()
@@ -75,7 +77,12 @@ def simulator_get(cluster: Cluster) -> SimulatedCluster:
                 SimPartition("gpu", is_default=True, max_time_minutes=1440),
                 SimPartition("debug", max_time_minutes=30),
             ]
-            sim = SimulatedCluster(nodes, parts, seed=cluster.pk, reboot_seconds=10, min_job_age=300)
+            # continue after the jobs already stored, so a restarted process never reuses their ids
+            last = Job.objects.filter(cluster=cluster).aggregate(last=Max("job_id"))["last"]
+            sim = SimulatedCluster(
+                nodes, parts, seed=cluster.pk, reboot_seconds=10, min_job_age=300,
+                first_job_id=max(1000, (last or 0) + 1),
+            )  # fmt: skip
             _SIMULATORS[cluster.pk] = sim
         return sim
 

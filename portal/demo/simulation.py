@@ -26,7 +26,6 @@ from importlib import import_module
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import DatabaseError
-from django.db.models import Max
 from django.utils import timezone
 
 from inventory.models import Cluster
@@ -97,20 +96,6 @@ class DemoSimulation:
     def setup(self) -> None:
         """Build one card model per inventory card of every compute node."""
         self.nodes = node_sims(seed=self.seed)
-        self._continue_job_ids()
-
-    def _continue_job_ids(self) -> None:
-        """A restarted demo keeps its database: let each fresh simulator number jobs after the stored ones
-        (the simulator starts at 1000 and would otherwise reuse the ids of the previous run's jobs)."""
-        last = dict(
-            Job.objects.values_list("cluster_id")
-            .annotate(last=Max("job_id"))
-            .values_list("cluster_id", "last")
-        )
-        for cluster in Cluster.objects.filter(pk__in=last):
-            sim = simulator_get(cluster)
-            if hasattr(sim, "_next_id"):  # no public setter in jobs.cluster.SimulatedCluster
-                sim._next_id = max(sim._next_id, int(last[cluster.pk]) + 1)
 
     # ------------------------------------------------------------------ the tick
     def tick(self, dt: float) -> None:
