@@ -149,6 +149,7 @@ class AlertRule(models.Model):
 
     class Relative(models.TextChoices):
         ABSOLUTE = "", _("absolute value")
+        # xgettext:no-python-format
         PSU_CAPACITY = "psu_capacity", _("% of the node's PSU capacity")
 
     name = models.CharField(_("name"), max_length=100, unique=True)
