@@ -122,7 +122,7 @@ def _evaluate_series(
     # is small; an id range (2 parameters) instead of a long IN list keeps it cheap. An open alert
     # implies a state row (the condition held when it fired and has not cleared since), so open
     # alerts are read only for the series that have one: usually none.
-    rule_ids = {r.pk for r, _s, _m in pairs}
+    rule_ids = {r.id for r, _s, _m in pairs}
     states: dict[tuple[int, int], tuple[int, dt.datetime | None]] = {
         (rid, sid): (pk, since)
         for pk, rid, sid, since in AlertState.objects.filter(
@@ -164,8 +164,8 @@ def _evaluate_series(
             if nid not in budgets:
                 continue
             limit = budgets[nid] * rule.threshold / 100
-        state = states.get((rule.pk, sid))
-        alert = open_alerts.get((rule.pk, sid))
+        state = states.get((rule.id, sid))
+        alert = open_alerts.get((rule.id, sid))
         pts = points.get(sid, ())
         if (
             state is None
