@@ -201,7 +201,7 @@ class CableEndField(BriefRelatedField):
     def get_attribute(self, instance: Any) -> Any:
         ends = self.context.get("cable_ends")
         if ends is not None:
-            return ends.get(instance.pk, {}).get(self.field_name[0])
+            return ends.get(instance.pk, {}).get(str(self.field_name)[0])  # "a_port" -> end "a"
         return super().get_attribute(instance)
 
     def to_representation(self, value: Any) -> Any:
