@@ -42,16 +42,26 @@ def load() -> None:
     with transaction.atomic():
         site = Site.objects.create(name="bench")
         cluster = Cluster.objects.create(name="bench")
-        racks = Rack.objects.bulk_create(Rack(site=site, name=f"r{i}", u_height=42) for i in range(NODES // 40 + 1))
+        racks = Rack.objects.bulk_create(
+            Rack(site=site, name=f"r{i}", u_height=42) for i in range(NODES // 40 + 1)
+        )
         model = CardModel.objects.create(vendor="Tenstorrent", name="p150a", tdp_w=300)
         for i in range(1, PORTS_PER_CARD + 1):
-            PortTemplate.objects.create(card_model=model, name=f"QSFP{i}", kind=PortKind.QSFP_DD, speed_gbps=800)
+            PortTemplate.objects.create(
+                card_model=model, name=f"QSFP{i}", kind=PortKind.QSFP_DD, speed_gbps=800
+            )
         nodes = Node.objects.bulk_create(
             Node(hostname=f"n{i:04d}", cluster=cluster, rack=racks[i // 40], position=1 + i % 40)
             for i in range(NODES)
         )
         cards = Card.objects.bulk_create(
-            Card(node=n, card_model=model, slot=str(s), pci_bus_id=f"0000:{s + 1:02x}:00.0", serial=f"{n.hostname}-{s}")
+            Card(
+                node=n,
+                card_model=model,
+                slot=str(s),
+                pci_bus_id=f"0000:{s + 1:02x}:00.0",
+                serial=f"{n.hostname}-{s}",
+            )
             for n in nodes
             for s in range(CARDS_PER_NODE)
         )
@@ -81,8 +91,11 @@ def load() -> None:
                 CableTermination(cable=cable, end="b", port=b, card_id=b.card_id),
             )
         )
-    print(f"loaded {Node.objects.count()} nodes, {Card.objects.count()} cards, {Port.objects.count()} ports, "
-          f"{Cable.objects.count()} cables", flush=True)
+    print(
+        f"loaded {Node.objects.count()} nodes, {Card.objects.count()} cards, {Port.objects.count()} ports, "
+        f"{Cable.objects.count()} cables",
+        flush=True,
+    )
 
 
 def main() -> None:

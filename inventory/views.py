@@ -180,7 +180,9 @@ class NodeView(ObjectDetailView):
             "cards": selectors.card_list().filter(node=obj),
             "nic_ports": selectors.port_list().filter(node=obj, card__isnull=True),
             "psus": selectors.psu_list().filter(node=obj),
-            "readiness": readiness_badge(node_readiness(with_readiness(selectors.node_list()).get(pk=obj.pk))),
+            "readiness": readiness_badge(
+                node_readiness(with_readiness(selectors.node_list()).get(pk=obj.pk))
+            ),
         }
 
 

@@ -227,10 +227,14 @@ PORTAL_LIVE_OVERVIEW_REFRESH_S = env_int("PORTAL_LIVE_OVERVIEW_REFRESH_S", 30)
 PORTAL_LIVE_BENCH = env_bool("PORTAL_LIVE_BENCH", False)  # adds the bare fan-out route of the benchmark
 PORTAL_SYNC_INTERVAL = env_int("PORTAL_SYNC_INTERVAL", 15)  # seconds between Slurm syncs (beat)
 PORTAL_ACTION_MAX_ATTEMPTS = env_int("PORTAL_ACTION_MAX_ATTEMPTS", 5)  # retryable failures before "failed"
-PORTAL_ACTION_RETRY_BACKOFF = env_int("PORTAL_ACTION_RETRY_BACKOFF", 5)  # seconds, doubled per retry (max 300)
+PORTAL_ACTION_RETRY_BACKOFF = env_int(
+    "PORTAL_ACTION_RETRY_BACKOFF", 5
+)  # seconds, doubled per retry (max 300)
 PORTAL_SSH_CONNECT_TIMEOUT = env_int("PORTAL_SSH_CONNECT_TIMEOUT", 10)
 PORTAL_SLURM_COMMAND_TIMEOUT = env_int("PORTAL_SLURM_COMMAND_TIMEOUT", 60)
-PORTAL_SIMULATOR_REALTIME = env_bool("PORTAL_SIMULATOR_REALTIME", True)  # demo simulator follows the wall clock
+PORTAL_SIMULATOR_REALTIME = env_bool(
+    "PORTAL_SIMULATOR_REALTIME", True
+)  # demo simulator follows the wall clock
 
 # Telemetry (monitoring app): retention per resolution, partitions, collection, energy and cost.
 PORTAL_TELEMETRY_RAW_RETENTION_DAYS = env_int("PORTAL_TELEMETRY_RAW_RETENTION_DAYS", 7)
