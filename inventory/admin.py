@@ -52,3 +52,22 @@ for model in (
     m.PortTemplate,
 ):
     admin.site.register(model)
+
+
+class FabricMemberInline(admin.TabularInline):
+    model = m.FabricMember
+    extra = 0
+    raw_id_fields = ["card", "node"]
+
+
+@admin.register(m.Fabric)
+class FabricAdmin(admin.ModelAdmin):
+    list_display = ["name", "cluster", "template"]
+    inlines = [FabricMemberInline]
+
+
+@admin.register(m.ReadinessCheck)
+class ReadinessCheckAdmin(admin.ModelAdmin):
+    list_display = ["node", "key", "status", "source", "updated_at"]
+    list_filter = ["status", "key", "source"]
+    search_fields = ["node__hostname", "detail"]

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from monitoring.models import Alert, AlertRule, Event, JobEnergy, NodeToken, Series
+from monitoring.models import Alert, AlertRule, AlertState, Event, JobEnergy, LatestValue, NodeToken, Series
 
 
 @admin.register(AlertRule)
@@ -54,3 +54,25 @@ class NodeTokenAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 class JobEnergyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     list_display = ["job", "energy_kwh", "coverage_pct", "total_cost", "computed_at"]
     raw_id_fields = ["job"]
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    """Written by ingest and alert evaluation only; the admin shows them."""
+
+    def has_add_permission(self, request):  # type: ignore[no-untyped-def]
+        return False
+
+    def has_change_permission(self, request, obj=None):  # type: ignore[no-untyped-def]
+        return False
+
+
+@admin.register(LatestValue)
+class LatestValueAdmin(ReadOnlyAdmin):
+    list_display = ["series", "ts", "value"]
+    list_select_related = ["series__node"]
+    search_fields = ["series__node__hostname", "series__metric"]
+
+
+@admin.register(AlertState)
+class AlertStateAdmin(ReadOnlyAdmin):
+    list_display = ["rule", "series", "pending_since"]
