@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import django_filters as df
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import Count, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery
 from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
@@ -92,10 +92,21 @@ def job_actions(job: Job) -> QuerySet[Action]:
 
 
 def node_ops_list() -> QuerySet[Node]:
+    """Nodes with their Slurm state, active action, readiness summary and firing-alert count."""
+    from inventory.readiness import with_readiness
+    from monitoring.models import Alert
+
     active = Action.objects.filter(status__in=ACTIVE_ACTION_STATUSES).order_by("-created")
     recent = Prefetch("actions", queryset=active, to_attr="active_actions")
+    firing = (
+        Alert.objects.filter(node=OuterRef("pk"), status=Alert.Status.FIRING)
+        .values("node")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
     return (
-        Node.objects.filter(cluster__isnull=False)
+        with_readiness(Node.objects.filter(cluster__isnull=False))
+        .annotate(firing_alerts=Subquery(firing, output_field=IntegerField()))
         .select_related("cluster", "slurm")
         .prefetch_related(recent)
         .order_by("cluster__name", "hostname")

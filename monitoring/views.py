@@ -15,6 +15,7 @@ from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
 from monitoring import selectors, services
+from monitoring.filters import AlertFilterSet
 from monitoring.models import Alert, AlertRule
 from portal.services import api_token_authenticate
 from portal.views.generic import Column, ObjectDeleteView, ObjectDetailView, ObjectEditView, ObjectListView
@@ -44,6 +45,7 @@ def _alert_actions(alert: Alert) -> Any:
 class AlertListView(ObjectListView):
     model = Alert
     queryset = selectors.alert_list
+    filterset_class = AlertFilterSet
     title = _("Alerts")  # type: ignore[assignment]
     columns = (
         Column(_("Started"), "started_at", order_by="started_at"),
@@ -59,7 +61,8 @@ class AlertListView(ObjectListView):
     )
 
     def get_queryset(self) -> Any:
-        status = self.request.GET.get("status", "firing")
+        # firing alerts unless the filter asks for another status
+        status = self.request.GET.get("status") or "firing"
         return selectors.alert_list(status=status if status in Alert.Status.values else None)
 
 

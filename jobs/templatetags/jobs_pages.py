@@ -23,6 +23,15 @@ def format_duration(delta: timedelta | None) -> str:
 
 
 @register.filter
+def readiness(node: Any) -> str:
+    """The readiness badge of a node annotated by inventory.readiness.with_readiness."""
+    from inventory.readiness import node_readiness
+    from inventory.views_topology import readiness_badge
+
+    return readiness_badge(node_readiness(node))
+
+
+@register.filter
 def elapsed(job: Any) -> str:
     """Run time so far (running) or in all (finished), Slurm-style ``D-H:MM:SS``."""
     if job.start_time is None:

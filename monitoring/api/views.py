@@ -24,6 +24,7 @@ from rest_framework.views import APIView
 from monitoring import selectors, services
 from monitoring.api.authentication import NodeTokenAuthentication
 from monitoring.api.serializers import AlertRuleSerializer, AlertSerializer, EventSerializer
+from monitoring.filters import AlertFilterSet
 from monitoring.models import Alert, AlertRule, Event, NodeToken
 from monitoring.parsers import FORMATS
 from portal.api.authentication import TokenAuthentication
@@ -197,7 +198,7 @@ class AlertRuleViewSet(PortalModelViewSet):
 class AlertViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = AlertSerializer
     queryset = Alert.objects.all()
-    filterset_fields = ["status", "severity", "rule", "node"]
+    filterset_class = AlertFilterSet
 
     def get_queryset(self) -> QuerySet[Alert]:
         return selectors.alert_list()
