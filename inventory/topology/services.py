@@ -13,10 +13,11 @@ from django.utils.translation import gettext as _
 
 from inventory.choices import CableStatus
 from inventory.models import Cable, CableTermination, Card, Fabric, FabricMember, MemberRole, Node, Port
+from inventory.services import cable_connect
 from inventory.topology.data import fabric_data
 from inventory.topology.plan import Plan, plan
 from portal.models import AuditEntry
-from portal.services import audit_record, instance_save, integrity_error_as_validation, model_snapshot
+from portal.services import audit_record, instance_save, integrity_error_as_validation
 
 
 @dataclass(frozen=True)
@@ -114,31 +115,16 @@ def fabric_plan_create(fabric: Fabric, *, user: Any) -> list[Cable]:
             {"ports": [_("%(port)s is already cabled.") % {"port": ports[p]} for p in sorted(taken)]}
         )
     for link in result.links:
-        cable = Cable(
-            kind=link.kind,
-            status=CableStatus.PLANNED,
-            label=link.label,
-            description=_("Planned for fabric %(fabric)s") % {"fabric": fabric.name},
-        )
-        cable.full_clean()
-        cable.save()
-        created.append(cable)
-        a, b = ports[link.a.id], ports[link.b.id]
-        try:
-            with transaction.atomic():
-                CableTermination.objects.bulk_create(
-                    [
-                        CableTermination(cable=cable, end="a", port=a, card_id=a.card_id),
-                        CableTermination(cable=cable, end="b", port=b, card_id=b.card_id),
-                    ]
-                )
-        except IntegrityError as exc:
-            raise integrity_error_as_validation(exc) from exc
-        audit_record(
-            user=user,
-            action=AuditEntry.Action.CREATE,
-            instance=cable,
-            after={**model_snapshot(cable), "a_port": a.pk, "b_port": b.pk},
+        created.append(
+            cable_connect(
+                a_port=ports[link.a.id],
+                b_port=ports[link.b.id],
+                user=user,
+                kind=link.kind,
+                status=CableStatus.PLANNED,
+                label=link.label,
+                description=_("Planned for fabric %(fabric)s") % {"fabric": fabric.name},
+            )
         )
     audit_record(
         user=user,
