@@ -3,7 +3,6 @@ users mapped to cluster accounts, eager Celery with on-commit callbacks executed
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -12,15 +11,14 @@ from typing import Any
 
 import pytest
 
-from inventory.choices import NodeRole
-from inventory.models import Card, CardModel, Cluster, Node
+from inventory.models import Cluster, Node
 from jobs.backends import simulator_get, simulator_reset
 from jobs.cluster import SimulatedCluster
 from jobs.models import ClusterAccount
 from jobs.sync import SyncResult, cluster_sync
+from tests.clusters import lab_cluster_create, make_nodes, sim_cluster_create
 
 REPO = Path(__file__).resolve().parents[2]
-_seq = itertools.count(1)
 
 
 @pytest.fixture(autouse=True)
@@ -34,22 +32,9 @@ def _eager(settings: Any, celery_eager: Any) -> Iterator[None]:
     simulator_reset()
 
 
-def make_nodes(cluster: Cluster, names: list[str], gpus: int = 4) -> list[Node]:
-    model = CardModel.objects.create(vendor="Fake", name=f"fake-{next(_seq)}", tdp_w=100)
-    nodes = []
-    for name in names:
-        node = Node.objects.create(
-            hostname=f"{name}-{cluster.name}", slurm_name=name, cluster=cluster, role=NodeRole.COMPUTE
-        )
-        for slot in range(gpus):
-            Card.objects.create(node=node, card_model=model, slot=str(slot))
-        nodes.append(node)
-    return nodes
-
-
 @pytest.fixture
 def sim_cluster(db: Any) -> Cluster:
-    cluster = Cluster.objects.create(name=f"sim-{next(_seq)}", backend=Cluster.Backend.SIMULATOR)
+    cluster = sim_cluster_create()
     make_nodes(cluster, ["node1", "node2", "node3", "node4"])
     return cluster
 
@@ -67,20 +52,6 @@ def alice_account(researcher_user: Any) -> Callable[[Cluster], ClusterAccount]:
 
 
 # ---------------------------------------------------------------------------- the Slurm lab
-
-
-def lab_cluster_create(lab: dict[str, str], **overrides: Any) -> Cluster:
-    fields = {
-        "name": f"lab-{next(_seq)}",
-        "backend": Cluster.Backend.SLURM_SSH,
-        "ssh_host": lab["SLURM_LAB_SSH_HOST"],
-        "ssh_port": int(lab["SLURM_LAB_SSH_PORT"]),
-        "ssh_user": lab["SLURM_LAB_SSH_USER"],
-        "ssh_host_key": lab["SLURM_LAB_SSH_HOST_KEY"],
-        "ssh_key_path": lab["SLURM_LAB_SSH_KEY"],
-        **overrides,
-    }
-    return Cluster.objects.create(**fields)
 
 
 @dataclass
@@ -111,7 +82,7 @@ class Env:
 @pytest.fixture(params=["simulator", pytest.param("slurm", marks=pytest.mark.slurm)])
 def env(request: pytest.FixtureRequest, db: Any) -> Iterator[Env]:
     if request.param == "simulator":
-        cluster = Cluster.objects.create(name=f"sim-{next(_seq)}", backend=Cluster.Backend.SIMULATOR)
+        cluster = sim_cluster_create()
         nodes = make_nodes(cluster, ["node1", "node2", "node3", "node4"])
         simulator = simulator_get(cluster)
         yield Env("simulator", cluster, {n.slurm_name: n for n in nodes}, lambda: simulator.advance(1), 120)

@@ -14,8 +14,9 @@ import pytest
 from inventory.models import Node
 from jobs import services
 from jobs.models import Action, ClusterAccount, Job, JobTransition, NodeState
+from tests.clusters import lab_cluster_create
 
-from .conftest import Env, lab_cluster_create
+from .conftest import Env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

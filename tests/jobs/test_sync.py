@@ -14,8 +14,7 @@ from jobs.cluster import JobInfo, NodeInfo, RetryableError
 from jobs.cluster.slurm_parsers import parse_sinfo_json, parse_squeue_json
 from jobs.models import ClusterAccount, Job, JobTransition, NodeState
 from jobs.sync import cluster_sync, cluster_synced, expand_hostlist, reconcile
-
-from .conftest import make_nodes
+from tests.clusters import make_nodes
 
 FIXTURES = Path(__file__).resolve().parents[1] / "cluster" / "fixtures"
 pytestmark = pytest.mark.django_db

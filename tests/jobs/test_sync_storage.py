@@ -16,8 +16,7 @@ from jobs import sync, sync_storage
 from jobs.cluster import JobInfo, NodeInfo
 from jobs.models import Job, JobTransition, NodeState
 from jobs.sync import reconcile
-
-from .conftest import make_nodes
+from tests.clusters import make_nodes
 
 pytestmark = pytest.mark.django_db
 T0 = dt.datetime(2026, 11, 29, 8, 0, tzinfo=dt.UTC)

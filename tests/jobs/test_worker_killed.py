@@ -17,8 +17,7 @@ from django.db import connection
 from jobs import services
 from jobs.backends import cluster_backend
 from jobs.models import Action, ClusterAccount
-
-from .conftest import lab_cluster_create
+from tests.clusters import lab_cluster_create
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
