@@ -51,7 +51,9 @@ def cluster_account_list() -> QuerySet[ClusterAccount]:
 
 
 def cluster_account_for(*, user: Any, cluster_id: int) -> ClusterAccount | None:
-    return ClusterAccount.objects.filter(user_id=getattr(user, "pk", None) or 0, cluster_id=cluster_id).first()
+    return ClusterAccount.objects.filter(
+        user_id=getattr(user, "pk", None) or 0, cluster_id=cluster_id
+    ).first()
 
 
 def node_state_list() -> QuerySet[NodeState]:
