@@ -12,8 +12,9 @@ the coalescer, whose flush sends the group events. Each frame carries the commit
 ``data-ts`` of #live-status); a client's delay is its receipt time minus that. The bare fan-out
 is ``group_send`` of a small message to the same number of plain clients (/ws/live/bench/).
 Prints, per round, when the worker's flush had published the overview event and the other
-groups; then p50/p95/p99 of both and the server's CPU for each phase (the first round, cold
-templates, query plans and pools, is not counted). The server uses the psycopg pool (DB_POOL=1).
+groups; then p50/p95/p99 of both and the server's CPU for each phase, raw and above the
+server's idle CPU (measured for 3 s before the worker starts). The first round (cold templates,
+query plans and pools) is not counted in the delays. The server uses the psycopg pool (DB_POOL=1).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 DB = "rackpilot_live_bench"
 REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/7")
 TS = re.compile(r'data-ts="([0-9.]+)"')
+SEQ = re.compile(r'data-seq="([^"]*)"')
 
 
 def _env() -> dict[str, str]:
@@ -170,9 +172,13 @@ async def _client(
             except TimeoutError:
                 continue
             now = time.time()
-            m = TS.search(frame if isinstance(frame, str) else frame.decode())
-            if m and 'data-seq="snapshot"' not in frame:
-                sink.append((now - float(m.group(1))) * 1000)
+            text = frame if isinstance(frame, str) else frame.decode()
+            m, seq = TS.search(text), SEQ.search(text)
+            # not the snapshot; the warm-up round (the worker's first flush: cold templates, plans)
+            # is delivered (its frames count for CPU) but its delays are left out (NaN)
+            if m and not (seq and seq.group(1) == "snapshot"):
+                warm_up = seq is not None and seq.group(1).endswith("-1")
+                sink.append(float("nan") if warm_up else (now - float(m.group(1))) * 1000)
 
 
 async def _run(args: argparse.Namespace, cookie: str) -> None:
@@ -205,6 +211,9 @@ async def _run(args: argparse.Namespace, cookie: str) -> None:
                 await ready.wait()
         print(f"{len(tasks)} clients connected ({args.clients} overview + {args.clients} bare)", flush=True)
         await asyncio.sleep(1.0)
+        idle_cpu, idle_wall = sum(proc.cpu_times()[:2]), time.time()
+        await asyncio.sleep(3.0)  # the server's idle CPU (pings, watchdog), subtracted below
+        idle_rate = (sum(proc.cpu_times()[:2]) - idle_cpu) / (time.time() - idle_wall)
         worker = await asyncio.create_subprocess_exec(
             sys.executable, __file__, "--ingest-worker", "--rounds", str(args.rounds),
             "--interval", str(args.interval), "--nodes", str(args.nodes),
@@ -237,13 +246,17 @@ async def _run(args: argparse.Namespace, cookie: str) -> None:
             ("ingest commit -> overview", live, len(live)),
             ("bare group_send", bare, len(bare)),
         ):
+            sink = [d for d in sink if d == d]  # without the warm-up round's NaN
             key = "live" if name.startswith("ingest") else "bare"
+            net = cpu.get(key, 0) - idle_rate * walls.get(key, 0)
             print(
                 f"{name:<28} frames {frames:6d}  p50 {_pct(sink, 50):7.1f} ms  p95 {_pct(sink, 95):7.1f} ms  "
                 f"p99 {_pct(sink, 99):7.1f} ms  mean {statistics.fmean(sink) if sink else float('nan'):7.1f} ms  "
                 f"server CPU {cpu.get(key, 0):6.2f} s over {walls.get(key, 0):5.1f} s "
-                f"({1e6 * cpu.get(key, 0) / max(frames, 1):.0f} us/frame)"
+                f"({1e6 * cpu.get(key, 0) / max(frames, 1):.0f} us/frame; "
+                f"{1e6 * net / max(frames, 1):.0f} us/frame above idle)"
             )
+        live, bare = [d for d in live if d == d], [d for d in bare if d == d]
         if live and bare:
             print(f"ratio p50 {_pct(live, 50) / _pct(bare, 50):.2f}x  p95 {_pct(live, 95) / _pct(bare, 95):.2f}x  "
                   f"p99 {_pct(live, 99) / _pct(bare, 99):.2f}x (live / bare)")  # fmt: skip

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Sum
+from django.db.models import Count, F, Max, Q, Sum, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 from django.utils.translation import gettext
 
@@ -147,35 +148,47 @@ def cluster_stale_reason(cluster: Cluster, *, now: dt.datetime) -> str:
 
 
 def _measured_power(out: dict[int, ClusterOverview], ids: list[int], now: dt.datetime) -> None:
-    """Whole-node power where the BMC reports it, else the sum of the node's card powers."""
-    node_w: dict[int, float] = {}
-    card_w: dict[int, float] = {}
-    cluster_of: dict[int, int] = {}
-    newest: dict[int, dt.datetime] = {}
-    rows = LatestValue.objects.filter(
-        series__node__cluster_id__in=ids,
-        series__metric__in=(NODE_POWER, CARD_POWER),
-        ts__gte=fresh_after(now),
-    ).values_list("series__node_id", "series__node__cluster_id", "series__metric", "value", "ts")
-    for node_id, cid, metric, value, ts in rows:
-        cluster_of[node_id] = cid
-        target = node_w if metric == NODE_POWER else card_w
-        target[node_id] = target.get(node_id, 0.0) + value
-        if cid not in newest or ts > newest[cid]:
-            newest[cid] = ts
-    for node_id, cid in cluster_of.items():
-        out[cid].power_w += node_w.get(node_id, card_w.get(node_id, 0.0))
-    for cid, ts in newest.items():
-        out[cid].telemetry_at = ts
+    """Whole-node power where the BMC reports it, else the sum of the node's card powers.
+
+    Summed per node in the database (one row per node, not one per series).
+    """
+    rows = (
+        LatestValue.objects.filter(
+            series__node__cluster_id__in=ids,
+            series__metric__in=(NODE_POWER, CARD_POWER),
+            ts__gte=fresh_after(now),
+        )
+        .values_list("series__node__cluster_id", "series__node_id")
+        .annotate(
+            node_w=Sum("value", filter=Q(series__metric=NODE_POWER)),
+            card_w=Sum("value", filter=Q(series__metric=CARD_POWER)),
+            newest=Max("ts"),
+        )
+        .order_by()
+    )
+    for cid, _node_id, node_w, card_w, ts in rows:
+        o = out[cid]
+        o.power_w += node_w if node_w is not None else (card_w or 0.0)
+        if o.telemetry_at is None or ts > o.telemetry_at:
+            o.telemetry_at = ts
 
 
 def _hottest(out: dict[int, ClusterOverview], ids: list[int], now: dt.datetime) -> None:
+    """The ``HOTTEST`` hottest cards of each cluster (ranked per cluster in the database)."""
     rows = (
         LatestValue.objects.filter(
             series__node__cluster_id__in=ids, series__metric=TEMPERATURE, ts__gte=fresh_after(now)
         )
         .exclude(series__card_ref="")
-        .order_by("-value")
+        .annotate(
+            rank=Window(
+                RowNumber(),
+                partition_by=[F("series__node__cluster_id")],
+                order_by=[F("value").desc(), F("series_id").asc()],
+            )
+        )
+        .filter(rank__lte=HOTTEST)
+        .order_by("series__node__cluster_id", "rank")
         .values_list(
             "series__node__cluster_id",
             "series__card_id",
@@ -186,11 +199,9 @@ def _hottest(out: dict[int, ClusterOverview], ids: list[int], now: dt.datetime) 
             "value",
         )  # fmt: skip
     )
-    for cid, card_id, node_id, hostname, slot, ref, value in rows[: HOTTEST * len(ids) * 4]:
-        hot = out[cid].hottest
-        if len(hot) < HOTTEST:
-            label = f"{hostname}/{slot}" if slot else f"{hostname} {ref[:12]}"
-            hot.append(HotCard(card_id, node_id, hostname, label, value, temperature_level(value)))
+    for cid, card_id, node_id, hostname, slot, ref, value in rows:
+        label = f"{hostname}/{slot}" if slot else f"{hostname} {ref[:12]}"
+        out[cid].hottest.append(HotCard(card_id, node_id, hostname, label, value, temperature_level(value)))
 
 
 def _alerts(out: dict[int, ClusterOverview], ids: list[int]) -> None:

@@ -6,13 +6,14 @@ group event re-reads the changed rows through the selectors with the socket user
 the page's own fragments, swapped by element id by htmx's websocket extension. Consumers never write.
 
 Rendering is shared: sockets of one process that receive the same event and render the same
-"view" (for example every admin's overview) await one render (:func:`shared_render`).
+"view" await one render (:func:`shared_render`). The overview is not rendered here at all when
+the event carries its finished ``frames`` (rendered once by the pushing process): consumers
+forward the frame of their variant.
 """
 
 from __future__ import annotations
 
 import asyncio
-import html
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -24,6 +25,7 @@ from django.http import QueryDict
 from django.template.loader import render_to_string
 
 from portal.live import groups, push, watchdog
+from portal.live.fragments import overview_variant, render_overview, status_html
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -50,14 +52,31 @@ async def shared_render(key: tuple[Any, ...], render: Callable[[], Any]) -> Any:
     return await asyncio.shield(fut)
 
 
-def status_html(seq: str = "", ts: float | None = None) -> str:
-    """The page's "live" marker: the last pushed event (the benchmark reads data-ts/data-seq)."""
-    ts = ts or time.time()
-    clock = time.strftime("%H:%M:%S", time.localtime(ts))
-    return (
-        f'<span id="live-status" class="live-status on" data-seq="{html.escape(seq)}" data-ts="{ts:.6f}"'
-        f' title="{clock}">live</span>'
-    )
+_snapshots: dict[tuple[Any, ...], tuple[float, asyncio.Future[Any]]] = {}
+SNAPSHOT_REUSE_S = 2.0
+
+
+async def shared_snapshot(key: tuple[Any, ...], since: float, render: Callable[[], Any]) -> Any:
+    """A snapshot render shared by the sockets of one key: reuse one that STARTED at or after
+    ``since`` (the sockets were already in their groups then, so they miss no later event),
+    within ``SNAPSHOT_REUSE_S``; otherwise start one. The watchdog's periodic refresh of every
+    overview socket costs one render per variant per process instead of one per socket."""
+    now = time.monotonic()
+    for k in [k for k, (started, _f) in _snapshots.items() if now - started > SNAPSHOT_REUSE_S]:
+        _snapshots.pop(k, None)
+    entry = _snapshots.get(key)
+    if entry is None or entry[0] < since:
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        entry = (now, fut)
+        _snapshots[key] = entry
+        try:
+            fut.set_result(await database_sync_to_async(render)())
+        except BaseException as exc:
+            if _snapshots.get(key) is entry:
+                _snapshots.pop(key, None)
+            fut.set_exception(exc)
+            raise
+    return await asyncio.shield(entry[1])
 
 
 class LiveConsumer(AsyncWebsocketConsumer):
@@ -65,6 +84,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
 
     view = ""
     permission = ""
+    #: snapshots depend only on ``view`` + :meth:`render_key` (no per-socket state): share them
+    shared_snapshots = False
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -98,8 +119,13 @@ class LiveConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         """Consumers make no writes: anything the browser sends is ignored."""
 
-    async def send_snapshot(self) -> None:
-        body = await database_sync_to_async(self.snapshot)()
+    async def send_snapshot(self, since: float | None = None) -> None:
+        """Send a full snapshot; ``since`` (monotonic time the socket was in its groups by)
+        lets sockets of a shareable view reuse a render started after it."""
+        if since is not None and self.shared_snapshots:
+            body = await shared_snapshot((self.view, *self.render_key()), since, self.snapshot)
+        else:
+            body = await database_sync_to_async(self.snapshot)()
         for frame in self.frames(body, status_html("snapshot"), snapshot=True):
             await self.send(text_data=frame)
 
@@ -134,6 +160,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
 # -- cluster overview ----------------------------------------------------------------------------------
 class OverviewConsumer(LiveConsumer):
     view = "overview"
+    shared_snapshots = True
 
     def setup(self) -> bool:
         self.with_alerts = self.user.has_perm("monitoring.view_alert")
@@ -143,6 +170,13 @@ class OverviewConsumer(LiveConsumer):
     def render_key(self) -> tuple[Any, ...]:
         return (self.with_alerts,)
 
+    async def live_changed(self, event: dict[str, Any]) -> None:
+        frame = event.get("frames", {}).get(overview_variant(self.with_alerts))
+        if frame is None:  # an event without rendered frames: render here (once per process)
+            await super().live_changed(event)
+        else:
+            await self.send(text_data=frame)
+
     def snapshot(self) -> str:
         return render_overview(None, with_alerts=self.with_alerts)
 
@@ -151,19 +185,11 @@ class OverviewConsumer(LiveConsumer):
         return render_overview(cluster_ids, with_alerts=self.with_alerts) if cluster_ids else ""
 
 
-def render_overview(cluster_ids: Iterable[int] | None, *, with_alerts: bool) -> str:
-    from monitoring.overview import cluster_overview_list
-
-    items = cluster_overview_list(cluster_ids=cluster_ids, with_alerts=with_alerts)
-    return "".join(
-        render_to_string("live/overview_cluster.html", {"o": o, "with_alerts": with_alerts}) for o in items
-    )
-
-
 # -- rack thermal map -------------------------------------------------------------------------------------
 class RackConsumer(LiveConsumer):
     view = "rack"
     permission = "inventory.view_rack"
+    shared_snapshots = True
 
     def setup(self) -> bool:
         from inventory.models import Rack

@@ -6,7 +6,9 @@ one background thread per process at most every ``PORTAL_LIVE_FLUSH_MS`` (leadin
 process pushes at once, a busy one once per interval), so a node that changes 50 times in a
 second is pushed a handful of times, not 50. A flush reads where the ids belong (a few flat
 queries) and sends ONE ``live.changed`` group event per group with every changed id of that group.
-Consumers re-read through the selectors and render the fragments (see consumers.py).
+Consumers re-read through the selectors and render the fragments (see consumers.py), except the
+overview's: it is the same for every socket of a role, so the flush renders it once, in both
+variants, and the event carries the finished frames (``frames``) that the consumers forward.
 
 Delivery through the channel layer is at-most-once: a lost flush (Redis down) is caught up by
 the snapshot a consumer sends on (re)connect and by :mod:`portal.live.watchdog`.
@@ -126,6 +128,8 @@ class Coalescer:
         seq, ts = self.next_seq(), oldest or time.time()
         # the overview (most sockets) first, before the per-node routing of a large batch
         summary = route_overview(batch, seq=seq, ts=ts)
+        if summary:
+            with_overview_frames(summary[groups.OVERVIEW])
         self.send(summary)
         messages = route(batch, seq=seq, ts=ts)
         messages.pop(groups.OVERVIEW, None)
@@ -214,6 +218,25 @@ def route_overview(batch: Mapping[str, Iterable[Any]], *, seq: str, ts: float) -
     if not clusters:
         return {}
     return {groups.OVERVIEW: {"type": EVENT_TYPE, "seq": seq, "ts": ts, "ids": {"cluster": _plain(clusters)}}}
+
+
+#: larger overview frames are left to the consumers to render (keeps a group message small)
+FRAMES_MAX_BYTES = 256 * 1024
+
+
+def with_overview_frames(message: dict[str, Any]) -> dict[str, Any]:
+    """Add the rendered overview frames of the message's clusters (both variants), once per
+    flush; on failure or when too large the event goes without them and consumers render."""
+    from portal.live.fragments import overview_frames
+
+    try:
+        frames = overview_frames(message["ids"]["cluster"], seq=message["seq"], ts=message["ts"])
+    except Exception:
+        logger.warning("live push: rendering the overview failed; consumers will render", exc_info=True)
+        return message
+    if sum(len(f) for f in frames.values()) <= FRAMES_MAX_BYTES:
+        message["frames"] = frames
+    return message
 
 
 def route(batch: Mapping[str, Iterable[Any]], *, seq: str, ts: float) -> Messages:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import weakref
 from typing import Any
 
@@ -78,6 +79,7 @@ async def _watch(layer: Any, interval: float) -> None:
         healthy = ok
         ticks += 1
         if ticks % overview_every == 0:
+            since = time.monotonic()  # one render per variant for every overview socket
             for consumer in consumers():
                 if consumer.view == "overview":
-                    await consumer.send_snapshot()
+                    await consumer.send_snapshot(since=since)

@@ -134,26 +134,23 @@ def test_changes_are_coalesced_into_one_group_event_per_group(rig: dict[str, Any
     assert push.coalescer.take() == ({}, None)
 
 
-def test_one_event_reaches_the_socket_once_and_renders_once_for_many_sockets(
-    rig: dict[str, Any], admin_user: Any, monkeypatch: Any
+def test_the_flush_renders_the_overview_once_and_sockets_forward_it(
+    rig: dict[str, Any], admin_user: Any, researcher_user: Any, monkeypatch: Any
 ) -> None:
-    from portal.live import consumers
+    from portal.live import consumers, fragments
 
-    calls: list[Any] = []
-    real = consumers.render_overview
-
-    def counting(cluster_ids: Any, *, with_alerts: bool) -> str:
-        calls.append(cluster_ids)
-        return real(cluster_ids, with_alerts=with_alerts)
-
-    monkeypatch.setattr(consumers, "render_overview", counting)
+    flush_renders: list[Any] = []
+    socket_renders: list[Any] = []
+    real = fragments.overview_html
+    monkeypatch.setattr(fragments, "overview_html", lambda ids: flush_renders.append(ids) or real(ids))
+    monkeypatch.setattr(consumers, "render_overview", lambda *a, **k: socket_renders.append(a) or "")
 
     async def scenario() -> list[str]:
-        socks = [communicator("/ws/live/overview/", admin_user) for _ in range(3)]
+        socks = [communicator("/ws/live/overview/", u) for u in (admin_user, admin_user, researcher_user)]
         for s in socks:
             await s.connect()
             await s.receive_from(5)
-        calls.clear()
+        socket_renders.clear()
         for _ in range(20):
             push.mark_changed("node", [rig["nodes"][0].pk])
         await database_sync_to_async(push.flush_now)()
@@ -163,9 +160,66 @@ def test_one_event_reaches_the_socket_once_and_renders_once_for_many_sockets(
             await s.disconnect()
         return frames
 
+    admin1, admin2, researcher = run(scenario)
+    assert flush_renders == [[rig["cluster"].pk]]
+    assert socket_renders == []
+    assert admin1 == admin2
+    assert (
+        admin1.startswith('<span id="live-status"') and f'id="overview-cluster-{rig["cluster"].pk}"' in admin1
+    )
+    assert "alerts firing" in admin1 and "alerts firing" not in researcher
+    assert researcher.replace(" ", "") != admin1.replace(" ", "")
+
+
+def test_an_overview_event_without_frames_is_rendered_once_per_process(
+    rig: dict[str, Any], admin_user: Any, monkeypatch: Any
+) -> None:
+    from portal.live import consumers
+
+    calls: list[Any] = []
+    real = consumers.render_overview
+    monkeypatch.setattr(
+        consumers,
+        "render_overview",
+        lambda ids, *, with_alerts: calls.append(ids) or real(ids, with_alerts=with_alerts),
+    )
+
+    async def scenario() -> list[str]:
+        socks = [communicator("/ws/live/overview/", admin_user) for _ in range(3)]
+        for s in socks:
+            await s.connect()
+            await s.receive_from(5)
+        calls.clear()
+        event = {"type": push.EVENT_TYPE, "seq": "x-1", "ts": 1.0, "ids": {"cluster": [rig["cluster"].pk]}}
+        await get_channel_layer().group_send(groups.OVERVIEW, event)
+        frames = [await s.receive_from(5) for s in socks]
+        for s in socks:
+            await s.disconnect()
+        return frames
+
     frames = run(scenario)
-    assert len(frames) == 3 and all(f'id="overview-cluster-{rig["cluster"].pk}"' in f for f in frames)
+    assert all(f'id="overview-cluster-{rig["cluster"].pk}"' in f for f in frames)
     assert calls == [[rig["cluster"].pk]]
+
+
+def test_snapshot_renders_are_shared_only_when_started_after_the_sockets_joined() -> None:
+    from portal.live import consumers
+
+    calls: list[int] = []
+
+    def render() -> str:
+        calls.append(1)
+        return f"render {len(calls)}"
+
+    async def scenario() -> list[str]:
+        consumers._snapshots.clear()
+        since = consumers.time.monotonic()
+        shared = [await consumers.shared_snapshot(("overview", True), since, render) for _ in range(3)]
+        later = await consumers.shared_snapshot(("overview", True), consumers.time.monotonic() + 1, render)
+        other = await consumers.shared_snapshot(("overview", False), since, render)
+        return [*shared, later, other]
+
+    assert run(scenario) == ["render 1", "render 1", "render 1", "render 2", "render 3"]
 
 
 def _job(cluster: Any, owner: Any, job_id: int, state: str = "PENDING") -> Any:

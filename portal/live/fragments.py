@@ -1,0 +1,61 @@
+"""Fragments shared by the pushing process and the consumers: the "live" marker and the overview.
+
+The overview is the same for every socket of a role ("with alerts" or without), so the process
+that committed a change renders it ONCE per flush, in both variants, and ships the finished
+frames in the group event (:func:`overview_frames`); consumers only forward them.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from collections.abc import Iterable
+
+from django.template.loader import render_to_string
+
+#: the variants of the overview a socket may receive (researchers see no alert details)
+WITH_ALERTS, PLAIN = "alerts", "plain"
+
+
+def status_html(seq: str = "", ts: float | None = None) -> str:
+    """The page's "live" marker: the last pushed event (the benchmark reads data-ts/data-seq)."""
+    ts = ts or time.time()
+    clock = time.strftime("%H:%M:%S", time.localtime(ts))
+    return (
+        f'<span id="live-status" class="live-status on" data-seq="{html.escape(seq)}" data-ts="{ts:.6f}"'
+        f' title="{clock}">live</span>'
+    )
+
+
+def overview_variant(with_alerts: bool) -> str:
+    return WITH_ALERTS if with_alerts else PLAIN
+
+
+def overview_html(cluster_ids: Iterable[int] | None) -> dict[str, str]:
+    """{variant: the overview cards of ``cluster_ids`` (all when None)}, read once for both."""
+    from monitoring.overview import cluster_overview_list
+
+    items = cluster_overview_list(cluster_ids=cluster_ids, with_alerts=True)
+    return {
+        variant: "".join(
+            render_to_string("live/overview_cluster.html", {"o": o, "with_alerts": variant == WITH_ALERTS})
+            for o in items
+        )
+        for variant in (WITH_ALERTS, PLAIN)
+    }
+
+
+def render_overview(cluster_ids: Iterable[int] | None, *, with_alerts: bool) -> str:
+    """The overview cards of one variant (a socket's snapshot, or an event without frames)."""
+    from monitoring.overview import cluster_overview_list
+
+    items = cluster_overview_list(cluster_ids=cluster_ids, with_alerts=with_alerts)
+    return "".join(
+        render_to_string("live/overview_cluster.html", {"o": o, "with_alerts": with_alerts}) for o in items
+    )
+
+
+def overview_frames(cluster_ids: Iterable[int], *, seq: str, ts: float) -> dict[str, str]:
+    """{variant: the websocket frame (marker + cards)} of one overview event."""
+    status = status_html(seq, ts)
+    return {variant: status + body for variant, body in overview_html(cluster_ids).items()}

@@ -1,0 +1,71 @@
+"""The overview's aggregates: power per cluster (node sensor else card sum), hottest cards per cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _cluster_with_cards(name: str, temperatures: list[float]) -> tuple[Any, list[Any]]:
+    from inventory.models import Card, CardModel, Cluster, Node
+
+    cluster = Cluster.objects.create(name=name)
+    model, _ = CardModel.objects.get_or_create(vendor="NVIDIA", name="H100", defaults={"tdp_w": 700})
+    node = Node.objects.create(hostname=f"{name}-n1", cluster=cluster)
+    cards = [
+        Card.objects.create(node=node, card_model=model, slot=str(i), gpu_uuid=f"GPU-{name}-{i:04d}")
+        for i in range(len(temperatures))
+    ]
+    return cluster, cards
+
+
+def _ingest(samples: list[dict[str, Any]]) -> None:
+    from monitoring.services import telemetry_ingest_samples
+
+    telemetry_ingest_samples(samples)
+
+
+def test_each_cluster_gets_its_own_hottest_cards_even_when_another_is_hotter() -> None:
+    from monitoring.overview import HOTTEST, cluster_overview_list
+
+    hot, hot_cards = _cluster_with_cards("hot", [90.0 - i for i in range(HOTTEST * 5)])
+    cool, cool_cards = _cluster_with_cards("cool", [40.0, 45.0])
+    _ingest(
+        [
+            {"node": c.node.hostname, "card": c.gpu_uuid, "metric": "temperature_c", "value": 90.0 - i}
+            for i, c in enumerate(hot_cards)
+        ]
+        + [
+            {"node": c.node.hostname, "card": c.gpu_uuid, "metric": "temperature_c", "value": v}
+            for c, v in zip(cool_cards, (40.0, 45.0), strict=True)
+        ]
+    )
+
+    by_name = {o.cluster.name: o for o in cluster_overview_list()}
+
+    assert [h.value for h in by_name["hot"].hottest] == [90.0, 89.0, 88.0, 87.0, 86.0]
+    assert [h.label for h in by_name["cool"].hottest] == ["cool-n1/1", "cool-n1/0"]
+    assert [h.level for h in by_name["hot"].hottest][:1] == ["critical"]
+
+
+def test_power_is_the_node_sensor_where_reported_else_the_sum_of_its_cards() -> None:
+    from inventory.models import Node
+    from monitoring.overview import cluster_overview_list
+
+    cluster, cards = _cluster_with_cards("pw", [50.0, 50.0])
+    Node.objects.create(hostname="pw-n2", cluster=cluster)
+    _ingest(
+        [{"node": "pw-n1", "card": c.gpu_uuid, "metric": "power_w", "value": 300.0} for c in cards]
+        + [
+            {"node": "pw-n2", "metric": "node_power_w", "value": 800.0},
+            {"node": "pw-n2", "card": "GPU-unknown-0", "metric": "power_w", "value": 999.0},
+        ]
+    )
+
+    (overview,) = cluster_overview_list(cluster_ids=[cluster.pk])
+
+    assert overview.power_w == 600.0 + 800.0
+    assert overview.telemetry_at is not None
