@@ -181,13 +181,28 @@ async def _client(
                 sink.append(float("nan") if warm_up else (now - float(m.group(1))) * 1000)
 
 
+ROUND_CPU: list[float] = []  # the server's CPU above idle after each counted round's commit
+
+
+async def _round_cpu(proc: Any, idle_rate: float, counted: bool, window: float = 2.0) -> None:
+    """The server's CPU in the ``window`` seconds after a round's commit, above idle."""
+    start = sum(proc.cpu_times()[:2])
+    await asyncio.sleep(window)
+    used = sum(proc.cpu_times()[:2]) - start
+    if counted:
+        ROUND_CPU.append(used - idle_rate * window)
+    print(f"    server CPU {1000 * used:.0f} ms in the {window:.0f} s after commit "
+          f"({1000 * (used - idle_rate * window):.0f} ms above idle)", flush=True)  # fmt: skip
+
+
 async def _run(args: argparse.Namespace, cookie: str) -> None:
     import psutil
 
     port = _free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "portal.asgi:application", "--host", "127.0.0.1", "--port", str(port),
-         "--log-level", "warning", "--ws", "websockets"],
+         "--log-level", "warning", "--ws", "websockets",
+         "--ws-per-message-deflate", "true" if args.deflate else "false"],
         cwd=ROOT, env=_env(),
     )  # fmt: skip
     try:
@@ -231,6 +246,7 @@ async def _run(args: argparse.Namespace, cookie: str) -> None:
                 print("    " + line, flush=True)
             if line.startswith("ROUND"):
                 print("  " + line, flush=True)
+                asyncio.create_task(_round_cpu(proc, idle_rate, counted=not line.startswith("ROUND 0 ")))
             if line in ("BARE", "DONE"):
                 await asyncio.sleep(1.0)
                 now_cpu = sum(proc.cpu_times()[:2])
@@ -240,7 +256,8 @@ async def _run(args: argparse.Namespace, cookie: str) -> None:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
         print()
-        print(f"server: uvicorn, layer {os.environ.get('BENCH_LAYER', 'RedisPubSubChannelLayer')}, "
+        print(f"server: uvicorn (permessage-deflate {'on' if args.deflate else 'off'}), "
+              f"layer {os.environ.get('BENCH_LAYER', 'RedisPubSubChannelLayer')}, "
               f"{args.clients} clients, {args.nodes} nodes x 4 cards x 3 metrics per round")  # fmt: skip
         for name, sink, frames in (
             ("ingest commit -> overview", live, len(live)),
@@ -257,6 +274,9 @@ async def _run(args: argparse.Namespace, cookie: str) -> None:
                 f"{1e6 * net / max(frames, 1):.0f} us/frame above idle)"
             )
         live, bare = [d for d in live if d == d], [d for d in bare if d == d]
+        if ROUND_CPU and live:
+            print(f"push path: {1e6 * sum(ROUND_CPU) / len(live):.0f} us server CPU per delivered overview "
+                  f"frame (the 2 s after each counted commit, above idle)")  # fmt: skip
         if live and bare:
             print(f"ratio p50 {_pct(live, 50) / _pct(bare, 50):.2f}x  p95 {_pct(live, 95) / _pct(bare, 95):.2f}x  "
                   f"p99 {_pct(live, 99) / _pct(bare, 99):.2f}x (live / bare)")  # fmt: skip
@@ -272,6 +292,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--interval", type=float, default=10.0)
     parser.add_argument("--ingest-worker", action="store_true")
+    parser.add_argument(
+        "--deflate", action=argparse.BooleanOptionalAction, default=True,
+        help="permessage-deflate on the server's websockets (uvicorn's default: on)",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.ingest_worker:
         ingest_worker(args.rounds, args.interval, args.nodes)
