@@ -186,3 +186,96 @@ def test_the_page_catches_up_after_redis_restarts(browser_page: Any, tmp_path: P
         stack.close()
         redis.terminate()
         redis.wait()
+
+
+# -- My jobs: a job submitted on the loopback Slurm appears and changes state without a reload ----
+JOBS_SEED = """
+import json, sys, django; django.setup()
+from django.contrib.auth.models import User
+from django.contrib.sessions.backends.db import SessionStore
+from inventory.models import Cluster
+from jobs.models import ClusterAccount
+from portal.roles import user_set_role
+lab = json.loads(sys.argv[1])
+cluster, _ = Cluster.objects.update_or_create(name="e2e-lab", defaults={
+    "backend": Cluster.Backend.SLURM_SSH, "ssh_host": lab["SLURM_LAB_SSH_HOST"],
+    "ssh_port": int(lab["SLURM_LAB_SSH_PORT"]), "ssh_user": lab["SLURM_LAB_SSH_USER"],
+    "ssh_host_key": lab["SLURM_LAB_SSH_HOST_KEY"], "ssh_key_path": lab["SLURM_LAB_SSH_KEY"]})
+user, created = User.objects.get_or_create(username="e2e-alice")
+if created:
+    user_set_role(user, "researcher")
+ClusterAccount.objects.get_or_create(user=user, cluster=cluster, defaults={"username": "alice"})
+s = SessionStore()
+s["_auth_user_id"] = str(user.pk)
+s["_auth_user_backend"] = "django.contrib.auth.backends.ModelBackend"
+s["_auth_user_hash"] = user.get_session_auth_hash()
+s.create()
+print(s.session_key, cluster.pk)
+"""
+
+# Submit as alice (the action runs eagerly: sbatch over SSH), then sync the cluster as the beat
+# would until the job has finished: every sync's on-commit signal is pushed by this process.
+SUBMIT_AND_SYNC = """
+import sys, time, django; django.setup()
+from django.contrib.auth.models import User
+from inventory.models import Cluster
+from jobs.models import Job
+from jobs.services import job_submit
+from jobs.sync import cluster_sync
+cluster = Cluster.objects.get(pk=int(sys.argv[1]))
+user = User.objects.get(username="e2e-alice")
+action = job_submit(user=user, cluster=cluster, name=sys.argv[2], script="#!/bin/bash\\nsleep 3\\n",
+                    partition="debug")
+deadline = time.monotonic() + 90
+while time.monotonic() < deadline:
+    cluster_sync(cluster)
+    if Job.objects.filter(cluster=cluster, name=sys.argv[2], state="COMPLETED").exists():
+        break
+    time.sleep(0.5)
+time.sleep(1.0)  # the flusher sends the last push
+"""
+
+
+def test_a_submitted_job_appears_and_changes_state_on_my_jobs_without_a_reload(
+    browser_page: Any, slurm_lab: dict[str, str], tmp_path: Path
+) -> None:
+    import json
+
+    stack = Stack(os.environ.get("LIVE_REDIS_URL", "redis://127.0.0.1:6379/7"))
+    writer = None
+    try:
+        session, cluster_id = stack.python(JOBS_SEED, json.dumps(slurm_lab)).split()[-2:]
+        browser_page.add_cookies(
+            [{"name": "sessionid", "value": session, "domain": "127.0.0.1", "path": "/"}]
+        )
+        page = browser_page.new_page()
+        page.goto(f"http://127.0.0.1:{stack.port}/jobs/")
+        # live.js marks the table once its socket is open (the consumer joined its groups before)
+        page.wait_for_selector("#job-table[data-live-open]", state="attached", timeout=15000)
+        page.evaluate("window.__marker = 'same page'")
+        name = f"e2e-{os.getpid()}-{int(time.time())}"
+        assert name not in page.inner_text("#job-table")
+
+        log = (tmp_path / "writer.log").open("w")
+        writer = subprocess.Popen(
+            [sys.executable, "-c", SUBMIT_AND_SYNC, cluster_id, name], cwd=ROOT,
+            env={**stack.env, "CELERY_TASK_ALWAYS_EAGER": "1", "PORTAL_LIVE_AUTOFLUSH": "1"},
+            stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+        row = page.locator("#job-rows tr", has_text=name)
+        row.wait_for(timeout=60000)
+        seen = {(row.get_attribute("class") or "").removeprefix("state-")}
+        page.wait_for_selector(f'#job-rows tr.state-completed:has-text("{name}")', timeout=90000)
+        seen.add("completed")
+
+        assert page.evaluate("window.__marker") == "same page"
+        assert seen & {"pending", "running"}, seen
+        assert row.count() == 1
+        assert "COMPLETED" in row.inner_text()
+        assert writer.wait(timeout=60) == 0, (tmp_path / "writer.log").read_text()[-2000:]
+    finally:
+        if writer is not None and writer.poll() is None:
+            writer.terminate()
+            writer.wait(timeout=10)
+        stack.close()
