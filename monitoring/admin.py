@@ -1,10 +1,12 @@
 from django.contrib import admin
+from django.db import models
 
 from monitoring.models import Alert, AlertRule, AlertState, Event, JobEnergy, LatestValue, NodeToken, Series
 
 
 @admin.register(AlertRule)
 class AlertRuleAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     list_display = [
         "name",
         "kind",

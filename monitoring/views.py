@@ -7,6 +7,7 @@ from typing import Any
 from django import forms
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import ValidationError
+from django.db.models import URLField
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -91,9 +92,16 @@ def alert_resolve(request: HttpRequest, pk: int) -> HttpResponse:
     return _transition(request, pk, services.alert_resolve)
 
 
+def _formfield(field: Any, **kwargs: Any) -> Any:
+    if isinstance(field, URLField):
+        kwargs.setdefault("assume_scheme", "https")  # a webhook typed without a scheme
+    return field.formfield(**kwargs)
+
+
 class AlertRuleForm(forms.ModelForm[AlertRule]):
     class Meta:
         model = AlertRule
+        formfield_callback = _formfield
         fields = [
             "name",
             "kind",

@@ -102,7 +102,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and env_boo
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-FORMS_URLFIELD_ASSUME_HTTPS = True  # Django 6 behaviour for URL fields typed without a scheme
 
 REDIS_URL = env("REDIS_URL", "redis://127.0.0.1:6379/0")
 
