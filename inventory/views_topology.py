@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.html import format_html
-from django.utils.safestring import SafeString, mark_safe
+from django.utils.safestring import SafeString
 from django.utils.translation import gettext as _t
 from django.utils.translation import gettext_lazy as _
 from django.views import View
@@ -32,7 +32,6 @@ from inventory.models import (
 )
 from inventory.models.readiness import MANUAL_KEYS
 from inventory.readiness import readiness_evaluate, readiness_list, readiness_set, readiness_summary
-from inventory.topology import svg
 from inventory.topology.data import fabric_check, fabric_list, fabric_members
 from inventory.topology.plan import plan
 from inventory.topology.services import MemberInput, fabric_plan_create, fabric_save
@@ -91,13 +90,15 @@ class FabricView(ObjectDetailView):
     ]
 
     def extra_context(self, obj: Any) -> dict[str, Any]:
+        from portal.live.fragments import fabric_drawing, fabric_links
+
         data, result = fabric_check(obj)
         cable_plan = plan(data) if any(f.kind == "missing_link" for f in result.findings) else None
         hop_rows = list(zip(result.labels, result.hop_matrix or [], strict=False))
         return {
             "data": data,
             "result": result,
-            "svg": mark_safe(svg.render(data, result)),  # noqa: S308 (escaped)
+            "drawing": fabric_drawing(obj.pk, data, result, fabric_links(data)),
             "hop_rows": hop_rows,
             "plan": cable_plan,
             "members": fabric_members(obj),

@@ -295,3 +295,32 @@ def node_latest_points(node_id: int) -> dict[str, Any]:
         cards.setdefault(str(card_id), {})[metric] = value
         newest = ts if newest is None or ts > newest else newest
     return {"ts": newest.timestamp() if newest else None, "cards": cards}
+
+
+# -- fabric links ----------------------------------------------------------------------------------
+LINK_UP = "link_up"
+
+
+def port_link_up(port_ids: Iterable[int]) -> dict[int, bool]:
+    """{port id: the port's latest ``link_up``} for the ports with such telemetry: the series of the
+    port's card (or of its node, for node ports) whose ``port`` label names the port. A port
+    reported by several series (chips, lanes) is up only when all of them are."""
+    from inventory.models import Port
+
+    ports: dict[tuple[int, int | None, str], int] = {}
+    for pk, node_id, card_id, name in Port.objects.filter(pk__in=list(port_ids)).values_list(
+        "pk", "node_id", "card_id", "name"
+    ):
+        ports[(node_id, card_id, name.lower())] = pk
+    if not ports:
+        return {}
+    out: dict[int, bool] = {}
+    rows = LatestValue.objects.filter(
+        series__metric=LINK_UP, series__node_id__in={node_id for node_id, _c, _n in ports}
+    ).values_list("series__node_id", "series__card_id", "series__labels", "value")
+    for node_id, card_id, labels, value in rows:
+        name = dict(kv.partition("=")[::2] for kv in labels.split(",") if kv).get("port", "")
+        port = ports.get((node_id, card_id, name.lower()))
+        if port is not None:
+            out[port] = out.get(port, True) and value >= 1
+    return out

@@ -1,8 +1,13 @@
 """Server-side SVG of a fabric: members where the template places them, cables coloured by their state,
-missing links dashed red, unreachable members outlined red. No Django, no JavaScript."""
+missing links dashed red, unreachable members outlined red. No Django, no JavaScript.
+
+A cable the check finds right is coloured by its link telemetry when known (``link_up``: port id ->
+up): green when its ends report up, red when either reports down, grey when nothing is known.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from html import escape
 
 from inventory.topology.check import CheckResult, FabricData
@@ -14,12 +19,21 @@ COLOURS = {
     "faulty": "#c0392b",
     "mismatch": "#b9770e",
     "missing": "#c0392b",
+    "up": "#1e8449",
+    "down": "#c0392b",
 }
 STEP, PAD, R = 110.0, 40.0, 18.0
 LABEL_LIMIT = 96  # above this many members, draw dots without labels
 
 
-def render(data: FabricData, result: CheckResult) -> str:
+def link_state(a: bool | None, b: bool | None) -> str:
+    """ "down" when either end reports down, "up" when an end reports up, else "unknown"."""
+    if a is False or b is False:
+        return "down"
+    return "up" if a or b else "unknown"
+
+
+def render(data: FabricData, result: CheckResult, link_up: Mapping[int, bool] | None = None) -> str:
     labels = [m.label for m in data.members]
     raw = dict(result.layout.positions) if result.layout is not None else {}
     for i, label in enumerate(labels):  # members the template could not place go on a row below
@@ -41,8 +55,16 @@ def render(data: FabricData, result: CheckResult) -> str:
         if a is None or b is None:
             continue
         state = "faulty" if c.status == "faulty" else result.link_state.get(c.id or 0, "ok")
+        link = link_state((link_up or {}).get(c.a), (link_up or {}).get(c.b))
         dash = ' stroke-dasharray="2 3"' if c.status == "planned" else ""
-        out.append(_line(pos[a], pos[b], COLOURS[state], dash, f"{c.label or c.id}: {state}"))
+        colour = COLOURS[state]
+        title = f"{c.label or c.id}: {state}"
+        if c.status == "connected" and link != "unknown":
+            title += f", link {link}"
+            if state == "ok":
+                colour = COLOURS[link]
+        attrs = f' class="link link-{link} cable-{escape(c.status)}" data-cable="{c.id or ""}"{dash}'
+        out.append(_line(pos[a], pos[b], colour, attrs, title))
     for f in result.findings:
         if f.kind == "missing_link" and len(f.members) == 2:
             out.append(

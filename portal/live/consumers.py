@@ -224,6 +224,54 @@ class RackConsumer(LiveConsumer):
         return "".join(render_to_string("live/thermal_node.html", {"t": t}) for t in nodes)
 
 
+# -- fabric drawing ----------------------------------------------------------------------------------------
+#: {fabric pk: the link states this process last pushed}: telemetry that changes no link is not re-drawn
+_fabric_links: dict[int, dict[int, bool]] = {}
+
+
+class FabricConsumer(LiveConsumer):
+    """The fabric page's drawing, re-drawn when a member's link telemetry (``link_up``) changes."""
+
+    view = "fabric"
+    permission = "inventory.view_fabric"
+    shared_snapshots = True
+
+    def setup(self) -> bool:
+        from inventory.models import Fabric
+
+        self.fabric_id = int(self.scope["url_route"]["kwargs"]["pk"])
+        if not Fabric.objects.filter(pk=self.fabric_id).exists():
+            return False
+        self.live_groups = [groups.fabric(self.fabric_id)]
+        return True
+
+    def render_key(self) -> tuple[Any, ...]:
+        return (self.fabric_id,)
+
+    def snapshot(self) -> str:
+        return self._draw(only_if_changed=False)
+
+    def update(self, ids: dict[str, list[Any]]) -> str:
+        return self._draw(only_if_changed=True)
+
+    def _draw(self, *, only_if_changed: bool) -> str:
+        from inventory.models import Fabric
+        from inventory.topology.check import check
+        from inventory.topology.data import fabric_data
+        from portal.live.fragments import fabric_drawing, fabric_links
+
+        fabric = Fabric.objects.filter(pk=self.fabric_id).first()
+        if fabric is None:
+            return ""
+        data = fabric_data(fabric)
+        links = fabric_links(data)
+        if only_if_changed:
+            if _fabric_links.get(self.fabric_id) == links:
+                return ""
+            _fabric_links[self.fabric_id] = links
+        return fabric_drawing(self.fabric_id, data, check(data), links)
+
+
 # -- node page -------------------------------------------------------------------------------------------
 class NodeConsumer(LiveConsumer):
     """Latest points for the charts, the cards' thermal cells, the node's jobs and actions."""

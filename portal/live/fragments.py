@@ -2,7 +2,8 @@
 
 The overview is the same for every socket of a role ("with alerts" or without), so the process
 that committed a change renders it ONCE per flush, in both variants, and ships the finished
-frames in the group event (:func:`overview_frames`); consumers only forward them.
+frames in the group event (:func:`overview_frames`); consumers only forward them. The fabric
+drawing is shared by the fabric page and its socket.
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 import html
 import time
 from collections.abc import Iterable
+from typing import Any
 
 from django.template.loader import render_to_string
+from django.utils.safestring import mark_safe
 
 #: the variants of the overview a socket may receive (researchers see no alert details)
 WITH_ALERTS, PLAIN = "alerts", "plain"
@@ -59,3 +62,18 @@ def overview_frames(cluster_ids: Iterable[int], *, seq: str, ts: float) -> dict[
     """{variant: the websocket frame (marker + cards)} of one overview event."""
     status = status_html(seq, ts)
     return {variant: status + body for variant, body in overview_html(cluster_ids).items()}
+
+
+def fabric_links(data: Any) -> dict[int, bool]:
+    """{port id: link up} of every cable end of a fabric (``FabricData``) with link telemetry."""
+    from monitoring.overview import port_link_up
+
+    return port_link_up({p for c in data.cables for p in (c.a, c.b)})
+
+
+def fabric_drawing(fabric_id: int, data: Any, result: Any, links: dict[int, bool]) -> str:
+    """The fabric's drawing (links coloured by cable state and telemetry), swapped by its id."""
+    from inventory.topology import svg
+
+    drawing = mark_safe(svg.render(data, result, links))  # noqa: S308 (escaped by svg.render)
+    return render_to_string("live/fabric_drawing.html", {"fabric_id": fabric_id, "svg": drawing})

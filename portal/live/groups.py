@@ -1,4 +1,5 @@
-"""Channel-layer group names: "<entity>.<pk>" (cluster.3, node.17, user.5, rack.2) and "overview"."""
+"""Channel-layer group names: "<entity>.<pk>" (cluster.3, node.17, user.5, rack.2, fabric.4) and
+"overview"."""
 
 from __future__ import annotations
 
@@ -18,6 +19,10 @@ def rack(pk: int) -> str:
 
 def node(pk: int) -> str:
     return f"node.{pk}"
+
+
+def fabric(pk: int) -> str:
+    return f"fabric.{pk}"
 
 
 def user(pk: int) -> str:

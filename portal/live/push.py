@@ -302,6 +302,9 @@ def route(batch: Mapping[str, Iterable[Any]], *, seq: str, ts: float) -> Message
             add(groups.user(user_id), "action", pk)
         if node_id is not None:
             add(groups.node(node_id), "action", pk)
+    telemetry_nodes = set(batch.get("node", ())) | set(card_node.values()) | set(alert_node.values())
+    for fabric_id, node_id in _fabric_nodes(telemetry_nodes):
+        add(groups.fabric(fabric_id), "node", node_id)
     for pk in cluster_ids:
         add(groups.OVERVIEW, "cluster", pk)
     # the summaries first (most sockets listen there), the many node groups last
@@ -315,6 +318,20 @@ def route(batch: Mapping[str, Iterable[Any]], *, seq: str, ts: float) -> Message
         }
         for group in order
     }
+
+
+def _fabric_nodes(node_ids: set[int]) -> set[tuple[int, int]]:
+    """(fabric pk, node pk) of the fabrics whose members (cards or nodes) are on these nodes."""
+    from django.db.models import Q
+
+    from inventory.models import FabricMember
+
+    if not node_ids:
+        return set()
+    rows = FabricMember.objects.filter(Q(node_id__in=node_ids) | Q(card__node_id__in=node_ids)).values_list(
+        "fabric_id", "node_id", "card__node_id"
+    )
+    return {(fabric_id, node_id or card_node_id) for fabric_id, node_id, card_node_id in rows}
 
 
 def _plain(ids: set[Any]) -> list[Any]:
