@@ -69,3 +69,27 @@ def test_power_is_the_node_sensor_where_reported_else_the_sum_of_its_cards() -> 
 
     assert overview.power_w == 600.0 + 800.0
     assert overview.telemetry_at is not None
+
+
+def test_stale_values_count_neither_as_hottest_nor_as_power() -> None:
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from monitoring.overview import cluster_overview_list
+
+    cluster, (fresh, stale) = _cluster_with_cards("st", [60.0, 99.0])
+    old = (timezone.now() - dt.timedelta(hours=1)).isoformat()
+    _ingest(
+        [
+            {"node": "st-n1", "card": fresh.gpu_uuid, "metric": "temperature_c", "value": 60.0},
+            {"node": "st-n1", "card": fresh.gpu_uuid, "metric": "power_w", "value": 200.0},
+            {"node": "st-n1", "card": stale.gpu_uuid, "metric": "temperature_c", "value": 99.0, "ts": old},
+            {"node": "st-n1", "card": stale.gpu_uuid, "metric": "power_w", "value": 700.0, "ts": old},
+        ]
+    )
+
+    (overview,) = cluster_overview_list(cluster_ids=[cluster.pk])
+
+    assert [(h.label, h.value) for h in overview.hottest] == [("st-n1/0", 60.0)]
+    assert overview.power_w == 200.0
