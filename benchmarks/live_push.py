@@ -115,14 +115,32 @@ def ingest_worker(rounds: int, interval: float, nodes: int) -> None:
     from monitoring.services import telemetry_ingest_samples
     from portal.live import push
 
-    real_send = push.coalescer.send
+    real_send, real_route, real_frames = push.coalescer.send, push.route_overview, push.with_overview_frames
+    spent: dict[str, float] = {}
+
+    def timed(name: str, fn: Any) -> Any:
+        def run(*a: Any, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[name] = 1000 * (time.perf_counter() - t0)
+
+        return run
 
     def timed_send(messages: dict[str, Any]) -> None:
+        t0 = time.perf_counter()
         real_send(messages)
         ts = next(iter(messages.values()))["ts"]
-        print(f"FLUSHED after {1000 * (time.time() - ts):.1f} ms: {len(messages)} groups", flush=True)
+        parts = "" if push.groups.OVERVIEW not in messages or len(messages) > 1 else (
+            f" (route {spent.get('route', 0):.1f}, render {spent.get('render', 0):.1f}, "
+            f"publish {1000 * (time.perf_counter() - t0):.1f} ms)"
+        )  # fmt: skip
+        print(f"FLUSHED after {1000 * (time.time() - ts):.1f} ms: {len(messages)} groups{parts}", flush=True)
 
     push.coalescer.send = timed_send  # type: ignore[method-assign]
+    push.route_overview = timed("route", real_route)
+    push.with_overview_frames = timed("render", real_frames)
     hosts = list(Node.objects.filter(cluster__name="bench").values_list("pk", "hostname"))[:nodes]
     time.sleep(1.0)
     for r in range(rounds):
@@ -202,7 +220,8 @@ async def _run(args: argparse.Namespace, cookie: str) -> None:
     server = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "portal.asgi:application", "--host", "127.0.0.1", "--port", str(port),
          "--log-level", "warning", "--ws", "websockets",
-         "--ws-per-message-deflate", "true" if args.deflate else "false"],
+         "--ws-per-message-deflate", "true" if args.deflate else "false",
+         "--ws-ping-interval", str(args.ws_ping_interval)],
         cwd=ROOT, env=_env(),
     )  # fmt: skip
     try:
@@ -256,7 +275,8 @@ async def _run(args: argparse.Namespace, cookie: str) -> None:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
         print()
-        print(f"server: uvicorn (permessage-deflate {'on' if args.deflate else 'off'}), "
+        print(f"server: uvicorn (permessage-deflate {'on' if args.deflate else 'off'}, "
+              f"keepalive pings every {args.ws_ping_interval:g} s), "
               f"layer {os.environ.get('BENCH_LAYER', 'RedisPubSubChannelLayer')}, "
               f"{args.clients} clients, {args.nodes} nodes x 4 cards x 3 metrics per round")  # fmt: skip
         for name, sink, frames in (
@@ -295,6 +315,11 @@ def main() -> None:
     parser.add_argument(
         "--deflate", action=argparse.BooleanOptionalAction, default=True,
         help="permessage-deflate on the server's websockets (uvicorn's default: on)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ws-ping-interval", type=float, default=600.0,
+        help="uvicorn's keepalive ping interval (its default 20 s: every client of the benchmark, connected "
+        "at once, is pinged at once, a burst that lands in some rounds; real clients spread out)",
     )  # fmt: skip
     args = parser.parse_args()
     if args.ingest_worker:
