@@ -46,10 +46,11 @@ def _ensure_task(layer: Any) -> None:
 
 
 async def resync_all() -> None:
-    """Send every socket of this process a fresh snapshot."""
+    """Send every socket of this process a fresh snapshot (one render per shareable view)."""
+    since = time.monotonic()
     for consumer in consumers():
         try:
-            await consumer.send_snapshot()
+            await consumer.send_snapshot(since=since)
         except Exception:
             logger.warning(
                 "live: snapshot to %s failed", getattr(consumer, "channel_name", "?"), exc_info=True
