@@ -34,27 +34,26 @@ def overview_variant(with_alerts: bool) -> str:
     return WITH_ALERTS if with_alerts else PLAIN
 
 
+def _cards(items: Iterable[Any], *, with_alerts: bool) -> str:
+    return "".join(
+        render_to_string("live/overview_cluster.html", {"o": o, "with_alerts": with_alerts}) for o in items
+    )
+
+
 def overview_html(cluster_ids: Iterable[int] | None) -> dict[str, str]:
     """{variant: the overview cards of ``cluster_ids`` (all when None)}, read once for both."""
     from monitoring.overview import cluster_overview_list
 
     items = cluster_overview_list(cluster_ids=cluster_ids, with_alerts=True)
-    return {
-        variant: "".join(
-            render_to_string("live/overview_cluster.html", {"o": o, "with_alerts": variant == WITH_ALERTS})
-            for o in items
-        )
-        for variant in (WITH_ALERTS, PLAIN)
-    }
+    return {WITH_ALERTS: _cards(items, with_alerts=True), PLAIN: _cards(items, with_alerts=False)}
 
 
 def render_overview(cluster_ids: Iterable[int] | None, *, with_alerts: bool) -> str:
     """The overview cards of one variant (a socket's snapshot, or an event without frames)."""
     from monitoring.overview import cluster_overview_list
 
-    items = cluster_overview_list(cluster_ids=cluster_ids, with_alerts=with_alerts)
-    return "".join(
-        render_to_string("live/overview_cluster.html", {"o": o, "with_alerts": with_alerts}) for o in items
+    return _cards(
+        cluster_overview_list(cluster_ids=cluster_ids, with_alerts=with_alerts), with_alerts=with_alerts
     )
 
 
