@@ -415,3 +415,21 @@ def test_demo_in_memory_layer_pushes_through_the_server_loop(
         return frame
 
     assert f'id="overview-cluster-{rig["cluster"].pk}"' in run(scenario)
+
+
+def test_the_overview_part_of_a_flush_runs_without_garbage_collection(
+    rig: dict[str, Any], monkeypatch: Any
+) -> None:
+    import gc
+
+    seen: list[tuple[bool, list[str]]] = []
+    monkeypatch.setattr(
+        push.coalescer, "send", lambda messages: seen.append((gc.isenabled(), sorted(messages)))
+    )
+    push.mark_changed("node", [rig["nodes"][0].pk])
+
+    push.flush_now()
+
+    assert seen[0] == (False, [groups.OVERVIEW])
+    assert seen[1][0] is True and groups.node(rig["nodes"][0].pk) in seen[1][1]
+    assert gc.isenabled() is True
