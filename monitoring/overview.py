@@ -102,7 +102,8 @@ def cluster_overview_list(
         .annotate(n=Count("pk"))
         .order_by("cluster_id", "slurm_state")
     ):
-        out[cid].node_states.append((state or "unknown", n))
+        # never reported by Slurm: login, storage, switch and head nodes outside its partitions
+        out[cid].node_states.append((state or gettext("outside Slurm"), n))
         out[cid].node_total += n
     for cid, total, alloc in (
         NodeState.objects.filter(node__cluster_id__in=ids)

@@ -17,12 +17,18 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from functools import partial
+from http.cookies import SimpleCookie
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
 from django.http import QueryDict
 from django.template.loader import render_to_string
+from django.utils import translation
+from django.utils.translation import get_supported_language_variant
+from django.utils.translation.trans_real import parse_accept_lang_header
 
 from portal.live import groups, push, watchdog
 from portal.live.fragments import overview_variant, render_overview, status_html
@@ -79,6 +85,23 @@ async def shared_snapshot(key: tuple[Any, ...], since: float, render: Callable[[
     return await asyncio.shield(entry[1])
 
 
+def scope_language(scope: dict[str, Any]) -> str:
+    """The language of the page that opened the socket: the language cookie (the switch), else the
+    browser's Accept-Language, else the default, as LocaleMiddleware chose it for the page."""
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+    cookies = SimpleCookie(headers.get("cookie", ""))
+    candidates = []
+    if settings.LANGUAGE_COOKIE_NAME in cookies:
+        candidates.append(cookies[settings.LANGUAGE_COOKIE_NAME].value)
+    candidates += [lang for lang, _q in parse_accept_lang_header(headers.get("accept-language", ""))]
+    for candidate in candidates:
+        try:
+            return get_supported_language_variant(candidate)
+        except LookupError:
+            continue
+    return settings.LANGUAGE_CODE
+
+
 class LiveConsumer(AsyncWebsocketConsumer):
     """Base: subclasses set ``view`` and implement setup/snapshot/update (sync, in a thread)."""
 
@@ -93,6 +116,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         self.user = user
+        self.language = scope_language(self.scope)
         self.query = QueryDict(self.scope.get("query_string", b"").decode("latin-1"))
         self.live_groups: list[str] = []
         allowed = await database_sync_to_async(self._setup)()
@@ -122,19 +146,25 @@ class LiveConsumer(AsyncWebsocketConsumer):
     async def send_snapshot(self, since: float | None = None) -> None:
         """Send a full snapshot; ``since`` (monotonic time the socket was in its groups by)
         lets sockets of a shareable view reuse a render started after it."""
+        snapshot = partial(self.in_language, self.snapshot)
         if since is not None and self.shared_snapshots:
-            body = await shared_snapshot((self.view, *self.render_key()), since, self.snapshot)
+            body = await shared_snapshot((self.view, self.language, *self.render_key()), since, snapshot)
         else:
-            body = await database_sync_to_async(self.snapshot)()
+            body = await database_sync_to_async(snapshot)()
         for frame in self.frames(body, status_html("snapshot"), snapshot=True):
             await self.send(text_data=frame)
 
     async def live_changed(self, event: dict[str, Any]) -> None:
         ids = event.get("ids", {})
-        key = (event.get("seq"), self.view, *self.render_key())
-        rendered = await shared_render(key, lambda: self.update(ids))
+        key = (event.get("seq"), self.view, self.language, *self.render_key())
+        rendered = await shared_render(key, lambda: self.in_language(self.update, ids))
         for frame in self.frames(rendered, status_html(event.get("seq", ""), event.get("ts"))):
             await self.send(text_data=frame)
+
+    def in_language(self, render: Callable[..., Any], *args: Any) -> Any:
+        """Render as the socket's page was rendered: in its user's language."""
+        with translation.override(self.language):
+            return render(*args)
 
     # -- for subclasses (sync ones run in a worker thread) -----------------------------------------
     def setup(self) -> bool:
@@ -171,7 +201,7 @@ class OverviewConsumer(LiveConsumer):
         return (self.with_alerts,)
 
     async def live_changed(self, event: dict[str, Any]) -> None:
-        frame = event.get("frames", {}).get(overview_variant(self.with_alerts))
+        frame = event.get("frames", {}).get(overview_variant(self.with_alerts, self.language))
         if frame is None:  # an event without rendered frames: render here (once per process)
             await super().live_changed(event)
         else:

@@ -13,7 +13,9 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from django.conf import settings
 from django.template.loader import render_to_string
+from django.utils import translation
 from django.utils.safestring import mark_safe
 
 #: the variants of the overview a socket may receive (researchers see no alert details)
@@ -30,8 +32,13 @@ def status_html(seq: str = "", ts: float | None = None) -> str:
     )
 
 
-def overview_variant(with_alerts: bool) -> str:
-    return WITH_ALERTS if with_alerts else PLAIN
+def overview_variant(with_alerts: bool, language: str) -> str:
+    """The frame key of a socket: its role's variant in its user's language."""
+    return f"{WITH_ALERTS if with_alerts else PLAIN}:{language}"
+
+
+def languages() -> list[str]:
+    return [code for code, _name in settings.LANGUAGES]
 
 
 def _cards(items: Iterable[Any], *, with_alerts: bool) -> str:
@@ -41,11 +48,17 @@ def _cards(items: Iterable[Any], *, with_alerts: bool) -> str:
 
 
 def overview_html(cluster_ids: Iterable[int] | None) -> dict[str, str]:
-    """{variant: the overview cards of ``cluster_ids`` (all when None)}, read once for both."""
+    """{variant: the overview cards of ``cluster_ids`` (all when None)}: read once, rendered for
+    both roles in every language of the UI (the frame a socket forwards is in its user's language)."""
     from monitoring.overview import cluster_overview_list
 
     items = cluster_overview_list(cluster_ids=cluster_ids, with_alerts=True)
-    return {WITH_ALERTS: _cards(items, with_alerts=True), PLAIN: _cards(items, with_alerts=False)}
+    out: dict[str, str] = {}
+    for language in languages():
+        with translation.override(language):
+            for with_alerts in (True, False):
+                out[overview_variant(with_alerts, language)] = _cards(items, with_alerts=with_alerts)
+    return out
 
 
 def render_overview(cluster_ids: Iterable[int] | None, *, with_alerts: bool) -> str:

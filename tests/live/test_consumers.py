@@ -433,3 +433,32 @@ def test_the_overview_part_of_a_flush_runs_without_garbage_collection(
     assert seen[0] == (False, [groups.OVERVIEW])
     assert seen[1][0] is True and groups.node(rig["nodes"][0].pk) in seen[1][1]
     assert gc.isenabled() is True
+
+
+def test_each_socket_gets_the_overview_in_its_pages_language(rig: dict[str, Any], admin_user: Any) -> None:
+    from django.utils import translation
+
+    async def scenario() -> list[str]:
+        english = communicator("/ws/live/overview/", admin_user)
+        chinese = communicator("/ws/live/overview/", admin_user)
+        chinese.scope["headers"] = [(b"cookie", b"django_language=zh-hans")]
+        browser = communicator("/ws/live/overview/", admin_user)
+        browser.scope["headers"] = [(b"accept-language", b"zh-CN,zh;q=0.9,en;q=0.5")]
+        socks = [english, chinese, browser]
+        for s in socks:
+            await s.connect()
+        snapshots = [await s.receive_from(5) for s in socks]
+        # the flushing thread runs in whatever language was active last: the frames must not care
+        with translation.override("zh-hans"):
+            push.mark_changed("node", [rig["nodes"][0].pk])
+            await database_sync_to_async(push.flush_now)()
+        pushed = [await s.receive_from(5) for s in socks]
+        for s in socks:
+            await s.disconnect()
+        return snapshots + pushed
+
+    en_snap, zh_snap, browser_snap, en_push, zh_push, browser_push = run(scenario)
+    for frame in (en_snap, en_push):
+        assert "alerts firing" in frame and "告警" not in frame
+    for frame in (zh_snap, zh_push, browser_snap, browser_push):
+        assert "告警" in frame and "alerts firing" not in frame
