@@ -12,8 +12,9 @@ Model (nameplate, the worst case a job can reach):
   utilisation is its headroom. Its load is the wall draw of its PSUs: DC load / efficiency.
 - Leads: a load's share on a PSU is split over that PSU's leads to it; a lead above its rating fails, and
   so does a card whose leads together are rated below its TDP.
-- `measured_w` maps ("card", id) or ("node", id) to watts; the telemetry issue fills it from its
-  latest-value table. Measured figures are shown beside the budget, never instead of it.
+- `measured_w` maps ("card", id) or ("node", id) to watts. When not given, the provider named by
+  PORTAL_MEASURED_POWER (the telemetry app's fresh latest values) fills it. Measured figures are shown
+  beside the budget, never instead of it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, Q
+from django.utils.module_loading import import_string
 
 from inventory.models import PSU, Card, CardModel, Node, PowerFeed, PowerLead
 
@@ -174,6 +176,12 @@ def _share(psu_ids: set[int], redundant: Mapping[int, bool]) -> float:
     return 1 / k if k else 0.0
 
 
+def measured_power(card_ids: Iterable[int], node_ids: Iterable[int]) -> Measured:
+    """What the telemetry measures now for these loads (PORTAL_MEASURED_POWER; empty if unset)."""
+    path = getattr(settings, "PORTAL_MEASURED_POWER", "")
+    return import_string(path)(card_ids, node_ids) if path else {}
+
+
 def psu_budgets(
     psus: Sequence[PSU],
     *,
@@ -182,7 +190,6 @@ def psu_budgets(
     extra: Mapping[int, Iterable[LoadLine]] | None = None,
 ) -> list[Budget]:
     """Budgets of the given PSUs (fetched with select_related("node__chassis", "feed")): six queries."""
-    measured = measured_w or {}
     headroom = default_headroom_pct() if headroom_pct is None else headroom_pct
     psu_ids = [p.pk for p in psus]
     leads = list(
@@ -191,6 +198,7 @@ def psu_budgets(
     card_ids = {ld.card_id for ld in leads if ld.card_id}
     node_ids = {ld.node_id for ld in leads if ld.node_id}
     node_ids |= {p.node_id for p in psus if p.node_id and not any(ld.psu_id == p.pk for ld in leads)}
+    measured = measured_w if measured_w is not None else measured_power(card_ids, node_ids)
     # Every lead of these loads, from any PSU, to know who shares them.
     feeding: dict[Key, set[int]] = defaultdict(set)
     redundant: dict[int, bool] = {p.pk: p.redundant for p in psus}

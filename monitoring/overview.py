@@ -334,3 +334,39 @@ def port_link_up(port_ids: Iterable[int]) -> dict[int, bool]:
         if port is not None:
             out[port] = out.get(port, True) and value >= 1
     return out
+
+
+def measured_power(card_ids: Iterable[int], node_ids: Iterable[int]) -> dict[tuple[str, int], float]:
+    """Fresh measured watts for the power budgets (inventory.power's `measured_w`):
+
+    ("card", id) from the card's `power_w`; ("node", id) from the BMC's `node_power_w`, else the
+    sum of the powers of its cards that have no power lead of their own (SXM modules fed through the
+    board, which the node's nameplate line includes): a lower bound, the host itself unmeasured.
+    """
+    card_ids, node_ids = list(card_ids), list(node_ids)
+    fresh = Q(ts__gte=fresh_after())
+    out: dict[tuple[str, int], float] = {}
+    for card_id, watts in (
+        LatestValue.objects.filter(series__card_id__in=card_ids, series__metric=CARD_POWER)
+        .values_list("series__card_id")
+        .annotate(w=Max("value", filter=fresh))
+        .order_by()
+    ):
+        if watts is not None:
+            out[("card", card_id)] = watts
+    for node_id, node_w, card_w in (
+        LatestValue.objects.filter(series__node_id__in=node_ids, series__metric__in=(NODE_POWER, CARD_POWER))
+        .values_list("series__node_id")
+        .annotate(
+            node_w=Sum("value", filter=fresh & Q(series__metric=NODE_POWER)),
+            card_w=Sum(
+                "value",
+                filter=fresh & Q(series__metric=CARD_POWER, series__card__power_leads__isnull=True),
+            ),
+        )
+        .order_by()
+    ):
+        watts = node_w if node_w is not None else card_w
+        if watts is not None:
+            out[("node", node_id)] = watts
+    return out

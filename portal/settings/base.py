@@ -218,6 +218,8 @@ CELERY_BEAT_SCHEDULE.update(
 PORTAL_ENCRYPTION_KEY = env("PORTAL_ENCRYPTION_KEY", "")  # Fernet key; derived from SECRET_KEY if empty
 PORTAL_CLUSTER_BACKEND_OVERRIDE = env("PORTAL_CLUSTER_BACKEND", "")  # force 'simulator' for demos
 PORTAL_POWER_HEADROOM_PCT = env_int("PORTAL_POWER_HEADROOM_PCT", 20)
+# where power budgets read measured draw (fresh telemetry) to show beside the nameplate budget
+PORTAL_MEASURED_POWER = "monitoring.overview.measured_power"
 PORTAL_RESEARCHERS_SEE_ALL_JOBS = env_bool("PORTAL_RESEARCHERS_SEE_ALL_JOBS", False)
 # Live dashboards (portal/live): push at most every N ms per process; layer watchdog period.
 PORTAL_LIVE_FLUSH_MS = env_int("PORTAL_LIVE_FLUSH_MS", 200)

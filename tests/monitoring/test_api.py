@@ -200,3 +200,32 @@ def test_latest_endpoint_and_metrics_export(inv: Any, api: APIClient, admin_user
     assert f'rackpilot_temperature_c{{node="gpu01",card="{H100_UUIDS[0]}"}} 41.5\n' in text
     assert 'rackpilot_temperature_c{node="gpu01",sensor="Inlet Temp"} 22.0\n' in text
     assert Client().get("/metrics").status_code == 401
+
+
+def test_power_budgets_show_measured_draw_beside_the_nameplate(inv: Any, api: APIClient) -> None:
+    from django.utils import timezone
+
+    from inventory.models import PowerLead
+
+    # given a rig: a 1600 W PSU feeding one 300 W card over a lead, and the host base load
+    node = inv.node("rig01")
+    card = inv.card(node, pci_bus_id="0000:01:00.0", tdp_w=300)
+    psu = inv.psu(node, 1600)
+    PowerLead.objects.create(psu=psu, name="8pin-1", kind="pcie-8pin", card=card)
+    # when the card reports 240 W now (and the BMC nothing)
+    services.telemetry_ingest_samples(
+        [
+            {
+                "ts": timezone.now().isoformat(),
+                "node": "rig01",
+                "card": "0000:01:00.0",
+                "metric": "power_w",
+                "value": 240,
+            }
+        ]
+    )
+    # then the PSU budget keeps its nameplate load and shows the measured 240 W for the card line
+    budget = api.get(f"/api/inventory/psus/{psu.pk}/budget/").json()
+    card_line = next(line for line in budget["loads"] if line["kind"] == "card")
+    assert card_line["measured_w"] == 240
+    assert budget["measured_w"] == 240  # the host line has no measurement (no BMC, no lead-less cards)
