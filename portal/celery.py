@@ -3,6 +3,7 @@
 import os
 
 from celery import Celery
+from celery.signals import worker_process_init
 from kombu import Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.dev")
@@ -11,3 +12,10 @@ app = Celery("rackpilot")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_queues = (Queue("default"), Queue("actions"), Queue("polls"), Queue("telemetry"))
 app.autodiscover_tasks()
+
+
+@worker_process_init.connect
+def _tune_gc(**_: object) -> None:
+    from portal.gc import tune_gc
+
+    tune_gc()

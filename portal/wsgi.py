@@ -4,3 +4,7 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.dev")
 application = get_wsgi_application()
+
+from portal.gc import tune_gc  # noqa: E402
+
+tune_gc()

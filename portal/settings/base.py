@@ -156,7 +156,6 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "portal.api.exceptions.exception_handler",
-    "DEFAULT_THROTTLE_RATES": {"login": env("PORTAL_LOGIN_RATE", "10/min")},
 }
 
 SPECTACULAR_SETTINGS = {
@@ -218,6 +217,9 @@ CELERY_BEAT_SCHEDULE.update(
 PORTAL_ENCRYPTION_KEY = env("PORTAL_ENCRYPTION_KEY", "")  # Fernet key; derived from SECRET_KEY if empty
 PORTAL_CLUSTER_BACKEND_OVERRIDE = env("PORTAL_CLUSTER_BACKEND", "")  # force 'simulator' for demos
 PORTAL_POWER_HEADROOM_PCT = env_int("PORTAL_POWER_HEADROOM_PCT", 20)
+# login rate limit: failed logins per IP and per username within the window
+PORTAL_LOGIN_ATTEMPTS = env_int("PORTAL_LOGIN_ATTEMPTS", 5)
+PORTAL_LOGIN_WINDOW_S = env_int("PORTAL_LOGIN_WINDOW_S", 300)
 # where power budgets read measured draw (fresh telemetry) to show beside the nameplate budget
 PORTAL_MEASURED_POWER = "monitoring.overview.measured_power"
 PORTAL_RESEARCHERS_SEE_ALL_JOBS = env_bool("PORTAL_RESEARCHERS_SEE_ALL_JOBS", False)

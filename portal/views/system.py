@@ -64,7 +64,7 @@ class RateLimitedLoginView(auth_views.LoginView):
         return [f"login-fail:ip:{_client_ip(self.request)}", f"login-fail:user:{user}"]
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        limit = getattr(settings, "PORTAL_LOGIN_ATTEMPTS", 5)
+        limit = settings.PORTAL_LOGIN_ATTEMPTS
         if any((cache.get(k) or 0) >= limit for k in self._keys()):
             form = self.get_form()
             form.add_error(None, _("Too many failed logins. Wait a few minutes and try again."))
@@ -72,7 +72,7 @@ class RateLimitedLoginView(auth_views.LoginView):
         return super().post(request, *args, **kwargs)
 
     def form_invalid(self, form: Any) -> HttpResponse:
-        window = getattr(settings, "PORTAL_LOGIN_WINDOW_S", 300)
+        window = settings.PORTAL_LOGIN_WINDOW_S
         for key in self._keys():
             cache.add(key, 0, window)
             try:
