@@ -23,7 +23,7 @@ DATABASES = {
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 CELERY_TASK_ALWAYS_EAGER = True
-CELERY_BROKER_URL = "memory://"
+CELERY_BROKER_URL = "memory://localhost/"
 # A retryable failure (an injected controller fault) must stay inside the action row, not reach the request.
 CELERY_TASK_EAGER_PROPAGATES = False
 PORTAL_CLUSTER_BACKEND_OVERRIDE = "simulator"
