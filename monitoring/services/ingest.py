@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache as django_cache
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from inventory.models import Card, Node
+from inventory.readiness import readiness_evaluate
 from monitoring import storage
 from monitoring.models import Event, LatestValue, Series
 from monitoring.parsers import Event as ParsedEvent
@@ -140,9 +142,25 @@ def telemetry_ingest_result(
     for i, (key, ts, value, _info) in enumerate(items):
         items[i] = (key, ts, value, cache.get(key))
     report = _ingest(items, result.events, now=now, default_host=node_hostname)
+    if result.cards:
+        seen = sorted({i for c in result.cards for i in (c.uuid, c.bus_id) if i})
+        transaction.on_commit(lambda: readiness_from_enumeration(node_hostname, seen))
     report.skipped += skipped
     report.problems = [f"line {p.line}: {p.field or ''} {p.reason}".strip() for p in result.problems][:50]
     return report
+
+
+def readiness_from_enumeration(node_hostname: str, seen: Sequence[str]) -> None:
+    """A tool listed the node's devices: re-evaluate its readiness ("cards enumerated vs inventory")
+    when that list changed, or at least hourly; never on every sample batch."""
+    key = f"monitoring:seen-cards:{node_hostname}"
+    if not seen or django_cache.get(key) == list(seen):
+        return
+    node = Node.objects.filter(hostname=node_hostname).first()
+    if node is None:
+        return
+    readiness_evaluate(node, seen=seen)
+    django_cache.set(key, list(seen), timeout=3600)
 
 
 def telemetry_ingest_samples(

@@ -249,3 +249,26 @@ def test_a_partition_dropped_elsewhere_makes_the_batch_retry_once(inv: Any) -> N
     assert name in {n for n, _d in storage.partitions_list()}
     assert list(Sample.objects.values_list("value", flat=True)) == [2.0]
     assert LatestValue.objects.get().value == 2
+
+
+def test_a_device_list_from_a_tool_updates_the_cards_enumerated_readiness(
+    inv: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    from inventory.models import ReadinessCheck
+
+    # given rig01 with two of its cards in the inventory, one of which the host does not report
+    node = inv.node("rig01")
+    inv.card(node, pci_bus_id="0000:01:00.0")
+    inv.card(node, pci_bus_id="0000:09:00.0")
+    # when tt-smi's snapshot (cards 01, 02, 41, 42) is ingested
+    with django_capture_on_commit_callbacks(execute=True):
+        telemetry_ingest_text("tt-smi", fixture_text("tt_smi_4x_p150a.json"), node_hostname="rig01")
+    # then the node fails "cards enumerated", naming the missing card
+    check = ReadinessCheck.objects.get(node=node, key="cards_enumerated")
+    assert (check.status, check.source) == ("fail", "auto")
+    assert "0000:09:00.0" in check.detail
+    # and the same list again does not re-evaluate (the verdict stays, untouched)
+    ReadinessCheck.objects.filter(pk=check.pk).update(detail="kept")
+    with django_capture_on_commit_callbacks(execute=True):
+        telemetry_ingest_text("tt-smi", fixture_text("tt_smi_4x_p150a.json"), node_hostname="rig01")
+    assert ReadinessCheck.objects.get(pk=check.pk).detail == "kept"
