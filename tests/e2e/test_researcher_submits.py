@@ -6,13 +6,15 @@ Runs on the loopback Slurm lab when it is up (scripts/slurm-lab/start.sh), else 
 from __future__ import annotations
 
 import os
-import shlex
 from pathlib import Path
 
 import pytest
 
+from tests.clusters import lab_cluster_create
+from tests.lab import LAB_DIR, read_lab_env
+
 CHROMIUM = "/usr/bin/chromium"
-LAB_ENV = Path(os.environ.get("SLURM_LAB_DIR", "/tmp/rackpilot-slurm-lab")) / "env"
+LAB_ENV = LAB_DIR / "env"
 ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -47,16 +49,7 @@ def _cluster():
     from jobs.sync import cluster_sync
 
     if LAB_ENV.exists():
-        lab = {}
-        for line in LAB_ENV.read_text().splitlines():
-            if line.startswith("export "):
-                key, _, value = line[len("export ") :].partition("=")
-                lab[key] = (shlex.split(value) or [""])[0]
-        cluster = Cluster.objects.create(
-            name="lab-e2e", backend=Cluster.Backend.SLURM_SSH, ssh_host=lab["SLURM_LAB_SSH_HOST"],
-            ssh_port=int(lab["SLURM_LAB_SSH_PORT"]), ssh_user=lab["SLURM_LAB_SSH_USER"],
-            ssh_host_key=lab["SLURM_LAB_SSH_HOST_KEY"], ssh_key_path=lab["SLURM_LAB_SSH_KEY"],
-        )  # fmt: skip
+        cluster = lab_cluster_create(read_lab_env(LAB_ENV), name="lab-e2e")
     else:
         cluster = Cluster.objects.create(name="sim-e2e", backend=Cluster.Backend.SIMULATOR)
     model = CardModel.objects.create(vendor="Fake", name="fake-e2e", tdp_w=100)
