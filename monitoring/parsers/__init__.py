@@ -27,9 +27,11 @@ from .model import (
 from .nvidia_smi import DEFAULT_QUERY_FIELDS, nvidia_smi_argv, parse_nvidia_smi_csv, parse_nvidia_smi_xml
 from .prometheus import (
     DCGM_METRICS,
+    NODE_EXPORTER_METRICS,
     PromSample,
     last_xids,
     parse_dcgm_exporter,
+    parse_node_exporter,
     parse_prometheus_text,
     xid_events,
 )
@@ -53,6 +55,7 @@ FORMATS: dict[str, Parser] = {
     "nvidia-smi-xml": parse_nvidia_smi_xml,
     "prometheus": parse_dcgm_exporter,
     "dcgm-exporter": parse_dcgm_exporter,
+    "node-exporter": parse_node_exporter,
     "tt-smi": parse_tt_smi_snapshot,
     "tt-link-status": parse_tt_link_status,
     "ipmitool-sdr": parse_ipmitool_sdr,
@@ -75,6 +78,7 @@ __all__ = [
     "DEFAULT_QUERY_FIELDS",
     "FORMATS",
     "METRICS",
+    "NODE_EXPORTER_METRICS",
     "THROTTLE_BITS",
     "CardIdentity",
     "Event",
@@ -94,6 +98,7 @@ __all__ = [
     "parse_dcgm_exporter",
     "parse_ipmitool_sdr",
     "parse_ipmitool_sensor",
+    "parse_node_exporter",
     "parse_log_events",
     "parse_nvidia_smi_csv",
     "parse_nvidia_smi_xml",

@@ -24,6 +24,8 @@ BOOL = "bool"
 GEN = "gen"
 LANES = "lanes"
 BITMASK = "bitmask"
+BYTES_PER_S = "bytes/s"
+IOPS = "ops/s"
 
 METRICS: dict[str, tuple[str, str]] = {
     # --- per accelerator -------------------------------------------------------------
@@ -87,6 +89,14 @@ METRICS: dict[str, tuple[str, str]] = {
     "psu_output_power_w": (W, "PSU output power (sensor label)"),
     "psu_capacity_w": (W, "PSU rated capacity (sensor label)"),
     "inlet_temperature_c": (C, "air inlet / intake temperature"),
+    # --- per node (node_exporter), label device -------------------------------------
+    "net_rx_bytes_total": (BYTES, "bytes received on a network interface (counter)"),
+    "net_tx_bytes_total": (BYTES, "bytes transmitted on a network interface (counter)"),
+    "net_speed_bytes_per_s": (BYTES_PER_S, "network interface link speed"),
+    "net_util_pct": (PCT, "interface utilisation: max(rx, tx) rate / link speed (derived on ingest)"),
+    "disk_reads_total": (COUNT, "reads completed on a block device (counter)"),
+    "disk_writes_total": (COUNT, "writes completed on a block device (counter)"),
+    "disk_iops": (IOPS, "reads + writes completed per second (derived on ingest)"),
 }
 
 # clocks_event_reasons / clocks_throttle_reasons bits (nvml.h nvmlClocksEventReason*)

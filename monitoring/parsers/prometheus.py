@@ -402,6 +402,45 @@ def parse_dcgm_exporter(text: str, *, node: str | None = None, ts: datetime | No
     return result
 
 
+# ---------------------------------------------------------------------------------------
+# node_exporter
+
+# node_exporter family -> canonical node metric (label device)
+NODE_EXPORTER_METRICS: dict[str, str] = {
+    "node_network_receive_bytes_total": "net_rx_bytes_total",
+    "node_network_transmit_bytes_total": "net_tx_bytes_total",
+    "node_network_speed_bytes": "net_speed_bytes_per_s",
+    "node_disk_reads_completed_total": "disk_reads_total",
+    "node_disk_writes_completed_total": "disk_writes_total",
+}
+# loopback, container and virtual devices: their traffic is not the node's network or disks
+# (dm-* devices map onto physical disks that are counted already)
+_VIRTUAL_DEVICES = re.compile(
+    r"^(lo|docker.*|veth.*|virbr.*|br-.*|cni.*|flannel.*|cali.*|tunl.*|loop\d+|z?ram\d+|dm-\d+)$"
+)
+
+
+def parse_node_exporter(text: str, *, node: str | None = None, ts: datetime | None = None) -> ParseResult:
+    """node_exporter /metrics page -> network byte counters and link speed, disk read/write
+    counters (node samples labelled ``device``); other families and virtual devices are ignored.
+
+    A link speed of -1 (node_exporter's "unknown", e.g. a down interface) is skipped, like NaN.
+    """
+    ts = ensure_utc(ts)
+    result = ParseResult()
+    for ps in parse_prometheus_text(text):
+        metric = NODE_EXPORTER_METRICS.get(ps.name)
+        device = ps.labels.get("device", "")
+        if metric is None or not device or _VIRTUAL_DEVICES.match(device) or not math.isfinite(ps.value):
+            continue
+        if metric == "net_speed_bytes_per_s" and ps.value <= 0:
+            continue
+        sts = datetime.fromtimestamp(ps.timestamp_ms / 1000, UTC) if ps.timestamp_ms is not None else ts
+        labels = make_labels({"device": device})
+        result.samples.append(Sample(metric, ps.value, m.unit_of(metric), sts, node, None, labels))
+    return result
+
+
 def xid_severity(xid: int) -> str:
     return "critical" if xid in CRITICAL_XIDS else "warning"
 
