@@ -43,6 +43,16 @@ SeriesMeta = tuple[str, str, str, int, int | None]
 _series_cache: dict[str, dict[SeriesKey, SeriesInfo]] = {}
 SERIES_CACHE_MAX = 2_000_000
 STATEFUL_METRICS = frozenset({"xid_last", "heartbeat", "link_retrain_total", "link_up"})
+# counters with a derived rate metric, stored in the same batch (per device: the labels match)
+RATE_COUNTERS: dict[str, str] = {
+    "net_rx_bytes_total": "net_util_pct",
+    "net_tx_bytes_total": "net_util_pct",
+    "disk_reads_total": "disk_iops",
+    "disk_writes_total": "disk_iops",
+}
+LINK_SPEED = "net_speed_bytes_per_s"
+# a previous value older than this is a gap (agent down), not a rate
+RATE_MAX_GAP_S = 900
 
 
 class IngestError(ValueError):
@@ -77,7 +87,7 @@ class IngestReport:
 
 # Labels that tell series of one metric apart on a card/node. Others (index, board_type, sensor
 # thresholds, peer chip…) describe rather than identify, and would split a series when they change.
-SERIES_LABELS = frozenset({"sensor", "port", "chip", "scope", "xid"})
+SERIES_LABELS = frozenset({"sensor", "port", "chip", "scope", "xid", "device"})
 
 
 def labels_text(labels: Iterable[tuple[str, str]] | Mapping[str, Any] | None) -> str:
@@ -280,6 +290,12 @@ def _ingest_atomic(
     with transaction.atomic():
         missing = {it[0] for it in items if it[3] is None}
         fresh = _resolve_series(missing, report) if missing else {}
+        if any(it[0][2] in RATE_COUNTERS for it in items):
+            derived = _derived_rates(items, fresh)
+            missing = {it[0] for it in derived if it[3] is None} - fresh.keys()
+            if missing:
+                fresh.update(_resolve_series(missing, report))
+            items = [*items, *derived]
         rule_metrics = alert_rules_by_metric()
         rows: list[storage.SampleRow] = []
         add = rows.append
@@ -392,7 +408,7 @@ def _resolve_series(missing: set[SeriesKey], report: IngestReport) -> dict[Serie
     if to_create:
         Series.objects.bulk_create(to_create, ignore_conflicts=True)
         existing = _series_lookup(wanted)
-        report.series_created = len(to_create)
+        report.series_created += len(to_create)
     fresh: dict[SeriesKey, SeriesInfo] = {}
     for dbkey, key in wanted.items():
         fresh[key] = existing[dbkey]
@@ -434,6 +450,73 @@ def _card_index(node_ids: set[int]) -> dict[tuple[int, str], int]:
         if bus:
             index[(nid, normalize_bus_id(bus) or bus)] = cid
     return index
+
+
+def _derived_rates(items: Sequence[Item], fresh: Mapping[SeriesKey, SeriesInfo]) -> list[Item]:
+    """Rate samples of the batch's counters (see RATE_COUNTERS): ``net_util_pct`` = max(rx, tx)
+    bytes/s / link speed x 100 where the speed is known (in the batch, else its latest value);
+    ``disk_iops`` = reads/s + writes/s. A rate needs the series' previous value (its latest value,
+    or the batch's previous point) at most RATE_MAX_GAP_S earlier; a decrease is a counter reset
+    and skips that point. A point is derived only when every counter of its device has a rate."""
+    counters: dict[int, tuple[SeriesKey, list[tuple[dt.datetime, float]]]] = {}
+    speeds: dict[tuple[int, str], tuple[dt.datetime, float]] = {}
+    node_of: dict[int, int] = {}
+    for key, ts, value, info in items:
+        if key[2] in RATE_COUNTERS:
+            sid, nid = (info or fresh[key])[:2]
+            counters.setdefault(sid, (key, []))[1].append((ts, value))
+            node_of[sid] = nid
+        elif key[2] == LINK_SPEED:
+            nid = (info or fresh[key])[1]
+            if speeds.get((nid, key[3]), (ts,))[0] <= ts:
+                speeds[(nid, key[3])] = (ts, value)
+    # one query: the counters' latest values, and the link speeds not in this batch
+    q = Q(series_id__in=counters)
+    need_speed = {
+        node_of[sid]
+        for sid, (key, _pts) in counters.items()
+        if key[2].startswith("net_") and (node_of[sid], key[3]) not in speeds
+    }
+    if need_speed:
+        q |= Q(series__node_id__in=need_speed, series__metric=LINK_SPEED, series__card_ref="")
+    previous: dict[int, tuple[dt.datetime, float]] = {}
+    for sid, nid, metric, labels, ts, value in LatestValue.objects.filter(q).values_list(
+        "series_id", "series__node_id", "series__metric", "series__labels", "ts", "value"
+    ):
+        if metric == LINK_SPEED:
+            speeds.setdefault((nid, labels), (ts, value))
+        else:
+            previous[sid] = (ts, value)
+    # (host, node id, derived metric, labels, ts) -> counter metric -> rate per second
+    rates: dict[tuple[str, int, str, str, dt.datetime], dict[str, float | None]] = {}
+    for sid, (key, pts) in counters.items():
+        last = previous.get(sid)
+        for ts, value in sorted(pts):
+            rate: float | None = None
+            if last is not None:
+                gap = (ts - last[0]).total_seconds()
+                if gap <= 0:
+                    continue  # not newer than what is stored: no rate, keep the newer reference
+                if gap <= RATE_MAX_GAP_S and value >= last[1]:
+                    rate = (value - last[1]) / gap
+            last = (ts, value)
+            rates.setdefault((key[0], node_of[sid], RATE_COUNTERS[key[2]], key[3], ts), {})[key[2]] = rate
+    known = _cache()
+    out: list[Item] = []
+    for (host, nid, metric, labels, ts), by_counter in rates.items():
+        values = list(by_counter.values())
+        if any(v is None for v in values):
+            continue
+        if metric == "disk_iops":
+            derived = sum(v for v in values if v is not None)
+        else:
+            speed = speeds.get((nid, labels))
+            if speed is None or speed[1] <= 0:
+                continue
+            derived = max(v for v in values if v is not None) / speed[1] * 100
+        key = (host, "", metric, labels)
+        out.append((key, ts, derived, known.get(key)))
+    return out
 
 
 def _derived_events(stateful: list[tuple[int, Item]]) -> list[ParsedEvent]:
