@@ -1,8 +1,11 @@
 """Default alert rules from the field guides (seeds): temperature, sustained utilisation, PSU
-budget, firmware heartbeat, link retrains / downs (behind NCCL timeouts), Xids. Admins edit them."""
+budget, firmware heartbeat, link retrains / downs (behind NCCL timeouts), Xids, network above 80%,
+disk IOPS below 1000 and a training process gone (the last two only while a job runs). Admins edit
+them. Installed by data migrations (0003, 0006) through :func:`alert_rules_ensure_defaults`."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 DEFAULT_RULES: list[dict[str, Any]] = [
@@ -87,14 +90,60 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "duration_s": 0,
         "description": "Xid 79: the card needs a reset or a reboot.",
     },
+    {
+        "name": "Network above 80% for 10 minutes",
+        "kind": "threshold",
+        "metric": "net_util_pct",
+        "scope": "node",
+        "op": "gt",
+        "threshold": 80,
+        "duration_s": 600,
+        "severity": "warning",
+        "description": "An interface (node_exporter: max of receive and transmit against the link speed) "
+        "busier than 80% for 10 minutes: the fabric may be the bottleneck of multi-node training.",
+    },
+    {
+        "name": "Disk IOPS below 1000 for 10 minutes",
+        "kind": "threshold",
+        "metric": "disk_iops",
+        "scope": "node",
+        "op": "lt",
+        "threshold": 1000,
+        "duration_s": 600,
+        "severity": "info",
+        "only_when_node_busy": True,
+        "description": "A disk (node_exporter: reads + writes per second) below 1000 IOPS for 10 minutes "
+        "while a job runs on the node: if its GPU utilisation is low too, data loading may be the "
+        "bottleneck (faster storage, preloading to NVMe or memory, more DataLoader workers). "
+        "An idle node's disks say nothing, so the rule counts only while Slurm runs a job there.",
+    },
+    {
+        "name": "Training process gone",
+        "kind": "threshold",
+        "metric": "utilization_pct",
+        "scope": "card",
+        "op": "lt",
+        "threshold": 5,
+        "duration_s": 300,
+        "severity": "warning",
+        "only_when_node_busy": True,
+        "description": "GPU utilisation below 5% for 5 minutes while Slurm says a job runs on the node: "
+        "the training process has probably exited or hangs (check the job's output, NCCL, Xids). "
+        "Slurm does not say which cards a job holds, so an unallocated card of a partly used node "
+        "counts too.",
+    },
 ]
 
 
-def alert_rules_ensure_defaults(model: Any = None) -> int:
-    """Create the default rules that do not exist (by name); returns how many were created."""
+def alert_rules_ensure_defaults(model: Any = None, names: Collection[str] | None = None) -> int:
+    """Create the default rules (those of ``names`` only, when given) that do not exist (by name);
+    returns how many were created."""
     if model is None:
         from monitoring.models import AlertRule as model
+    # a migration's historical model may predate a field: a rule needing it waits for a later one
+    fields = {f.name for f in model._meta.get_fields()}
     created = 0
     for rule in DEFAULT_RULES:
-        created += model.objects.get_or_create(name=rule["name"], defaults=rule)[1]
+        if rule.keys() <= fields and (names is None or rule["name"] in names):
+            created += model.objects.get_or_create(name=rule["name"], defaults=rule)[1]
     return created

@@ -171,6 +171,14 @@ class AlertRule(models.Model):
     duration_s = models.PositiveIntegerField(
         _("for (seconds)"), default=0, help_text=_("How long the condition must hold before the alert fires.")
     )
+    only_when_node_busy = models.BooleanField(
+        _("only while a job runs"),
+        default=False,
+        help_text=_(
+            "The condition counts only while Slurm says the node runs a job (alloc, mixed, draining, "
+            "completing; with GPUs allocated where Slurm tracks them)."
+        ),
+    )
     severity = models.CharField(_("severity"), max_length=16, choices=Event.Severity.choices)
     enabled = models.BooleanField(_("enabled"), default=True)
     notify_webhook = models.URLField(_("webhook URL"), blank=True)

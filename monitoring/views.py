@@ -113,6 +113,7 @@ class AlertRuleForm(forms.ModelForm[AlertRule]):
             "threshold",
             "relative_to",
             "duration_s",
+            "only_when_node_busy",
             "severity",
             "enabled",
             "notify_webhook",

@@ -23,6 +23,7 @@ class AlertRuleSerializer(PortalModelSerializer):
             "threshold",
             "relative_to",
             "duration_s",
+            "only_when_node_busy",
             "severity",
             "enabled",
             "notify_webhook",

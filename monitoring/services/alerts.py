@@ -40,6 +40,20 @@ def _holds(rule: AlertRule, value: float, limit: float) -> bool:
     return value > limit if rule.op == AlertRule.Op.GT else value < limit
 
 
+# Node.slurm_state (sinfo's display state) while jobs run on the node
+BUSY_SLURM_STATES = frozenset({"alloc", "mixed", "draining", "completing"})
+
+
+def busy_node_ids(rows: Iterable[tuple[int, str, int | None, int | None]]) -> set[int]:
+    """Nodes running a job, from (id, slurm_state, gpus_total, gpus_alloc) rows: a busy Slurm state
+    and, where Slurm tracks the node's GPUs, at least one allocated (a CPU-only job leaves them idle)."""
+    return {
+        nid
+        for nid, state, gpus_total, gpus_alloc in rows
+        if state in BUSY_SLURM_STATES and (not gpus_total or bool(gpus_alloc))
+    }
+
+
 def psu_budget_w(node_ids: Iterable[int]) -> dict[int, float]:
     """Usable PSU capacity per node: non-redundant PSUs add up; a redundant set counts half."""
     plain: dict[int, float] = defaultdict(float)
@@ -111,10 +125,16 @@ def _evaluate_series(
         for rule in index.get(meta[0], ()):
             if (rule.scope == AlertRule.Scope.CARD) == bool(meta[1]):
                 pairs.append((rule, sid, meta))
-    if any(rule.cluster_id is not None for rule, _sid, _m in pairs):
-        clusters = dict(
-            Node.objects.filter(pk__in={m[3] for _r, _s, m in pairs}).values_list("id", "cluster_id")
+    busy: set[int] = set()
+    if any(rule.cluster_id is not None or rule.only_when_node_busy for rule, _sid, _m in pairs):
+        # one read for both: the nodes' clusters and whether Slurm runs a job there
+        rows = list(
+            Node.objects.filter(pk__in={m[3] for _r, _s, m in pairs}).values_list(
+                "id", "cluster_id", "slurm_state", "slurm__gpus_total", "slurm__gpus_alloc"
+            )
         )
+        clusters = {row[0]: row[1] for row in rows}
+        busy = busy_node_ids((nid, state, total, alloc) for nid, _c, state, total, alloc in rows)
         pairs = [p for p in pairs if p[0].cluster_id is None or p[0].cluster_id == clusters.get(p[2][3])]
     if not pairs:
         return set()
@@ -167,11 +187,15 @@ def _evaluate_series(
         state = states.get((rule.id, sid))
         alert = open_alerts.get((rule.id, sid))
         pts = points.get(sid, ())
+        idle = rule.only_when_node_busy and nid not in busy  # the condition cannot hold
         if (
             state is None
             and alert is None
-            and rule.kind == AlertRule.Kind.THRESHOLD
-            and not any(_holds(rule, v, limit) for _ts, v in pts)
+            and (
+                idle
+                or rule.kind == AlertRule.Kind.THRESHOLD
+                and not any(_holds(rule, v, limit) for _ts, v in pts)
+            )
         ):
             continue  # the quiet majority: nothing pending, nothing open, nothing to write
         target = alert_target(nid, ref, labels)
@@ -185,10 +209,15 @@ def _evaluate_series(
             else:
                 holds = _holds(rule, value, limit)
                 start = pending or ts
-            if not holds:
+            if idle or not holds:
                 pending = None
                 if alert is not None:
-                    _resolve(alert, ts, _("condition cleared at %(v)g") % {"v": value})
+                    note = (
+                        _("the node no longer runs a job")
+                        if idle
+                        else _("condition cleared at %(v)g") % {"v": value}
+                    )
+                    _resolve(alert, ts, note)
                     changed.add(alert.pk)
                     alert = None
                 continue
