@@ -45,12 +45,14 @@ BUSY_SLURM_STATES = frozenset({"alloc", "mixed", "draining", "completing"})
 
 
 def busy_node_ids(rows: Iterable[tuple[int, str, int | None, int | None]]) -> set[int]:
-    """Nodes running a job, from (id, slurm_state, gpus_total, gpus_alloc) rows: a busy Slurm state
-    and, where Slurm tracks the node's GPUs, at least one allocated (a CPU-only job leaves them idle)."""
+    """Nodes whose every card belongs to a running job, from (id, slurm_state, gpus_total, gpus_alloc)
+    rows: a busy Slurm state and, where Slurm tracks the node's GPUs, all of them allocated. Slurm's
+    listing does not say WHICH cards a job holds, so on a partly allocated node an idle card may just
+    be free: such nodes do not count, and "only while busy" rules stay quiet there."""
     return {
         nid
         for nid, state, gpus_total, gpus_alloc in rows
-        if state in BUSY_SLURM_STATES and (not gpus_total or bool(gpus_alloc))
+        if state in BUSY_SLURM_STATES and (not gpus_total or (gpus_alloc or 0) >= gpus_total)
     }
 
 

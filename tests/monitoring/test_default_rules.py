@@ -174,12 +174,14 @@ def test_training_process_gone_fires_after_five_minutes_and_resolves_when_the_jo
 
 @pytest.mark.parametrize(
     ("state", "gpus_total", "gpus_alloc"),
-    [("idle", 8, 0), ("mixed", 8, 0), ("drained", 8, 0), ("down", 0, 0)],
+    [("idle", 8, 0), ("mixed", 8, 0), ("mixed", 8, 4), ("drained", 8, 0), ("down", 0, 0)],
 )
 def test_training_process_gone_needs_a_job_holding_gpus(
     inv: Any, state: str, gpus_total: int, gpus_alloc: int
 ) -> None:
-    # given an idle card on a node without a GPU job (a CPU-only job in "mixed" with 0 GPUs allocated)
+    # given an idle card on a node without a GPU job (a CPU-only job in "mixed" with 0 GPUs allocated),
+    # or on a partly allocated node, where the idle card may simply be free (Slurm does not say which
+    # cards a job holds)
     _busy(inv.node("gpu01"), state=state, gpus_total=gpus_total, gpus_alloc=gpus_alloc)
     for seconds in (0, 300, 600):
         _push("gpu01", "utilization_pct", 0, seconds, card=H100_UUIDS[0])
