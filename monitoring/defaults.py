@@ -127,10 +127,9 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "duration_s": 300,
         "severity": "warning",
         "only_when_node_busy": True,
-        "description": "GPU utilisation below 5% for 5 minutes while Slurm says a job runs on the node: "
+        "description": "GPU utilisation below 5% for 5 minutes while jobs hold all of the node's GPUs: "
         "the training process has probably exited or hangs (check the job's output, NCCL, Xids). "
-        "Slurm does not say which cards a job holds, so an unallocated card of a partly used node "
-        "counts too.",
+        "Slurm does not say which cards a job holds, so partly allocated nodes are not judged.",
     },
 ]
 
