@@ -163,6 +163,7 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Inventory, topology, power, Slurm jobs and telemetry of AI compute clusters.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],  # the schema maps the cluster
     "COMPONENT_SPLIT_REQUEST": True,
     "SWAGGER_UI_DIST": "SIDECAR",  # vendored by drf-spectacular-sidecar: no CDN
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
