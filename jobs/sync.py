@@ -13,6 +13,7 @@ import hashlib
 import logging
 import re
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -128,9 +129,18 @@ def _job_values(j: JobInfo, owners: dict[str, int], names: dict[str, str]) -> tu
 
 
 def reconcile_jobs(
-    cluster: Cluster, jobs: Sequence[JobInfo], *, now: datetime, listed_since: datetime | None = None
+    cluster: Cluster,
+    jobs: Sequence[JobInfo],
+    *,
+    now: datetime,
+    listed_since: datetime | None = None,
+    finished: Sequence[JobInfo] = (),
 ) -> tuple[list[int], int, int]:
     """Returns (changed Job pks, number created, number of transitions).
+
+    An active row that the listing lacks takes its final state, end time and exit code from
+    ``finished`` (records from Slurm accounting, see :func:`finished_jobs_lookup`); only the
+    ones not found there become UNKNOWN.
 
     Reads back only (job_id, pk, state, fingerprint) of every row; a row is written when its
     stored fingerprint differs from the listing's (so a row created or changed by another
@@ -171,14 +181,37 @@ def reconcile_jobs(
     gone = [
         row[0] for job_id, row in existing.items() if job_id not in listed and row[1] in ACTIVE_JOB_STATES
     ]
-    vanished: list[tuple[int, str, str, int]] = []
+    vanished: list[tuple[Any, ...]] = []
     if gone:
         recent = Q(last_seen__gt=listed_since) if listed_since is not None else Q(pk__in=[])
-        reason = "no longer reported by Slurm"
+        final = {j.job_id: j for j in finished if j.finished}
         # rows written (e.g. by a submit) after the listing was taken are left alone
-        for pk, state in Job.objects.filter(pk__in=gone).exclude(recent).values_list("pk", "state"):
-            vanished.append((pk, JOB_STATE_UNKNOWN, reason, 0))
-            transitions.append((pk, state, JOB_STATE_UNKNOWN, reason, now))
+        for pk, job_id, state, start, end, code in (
+            Job.objects.filter(pk__in=gone)
+            .exclude(recent)
+            .values_list("pk", "job_id", "state", "start_time", "end_time", "exit_code")
+        ):
+            record = final.get(job_id)
+            if record is None:
+                reason = "no longer reported by Slurm"
+                vanished.append((pk, JOB_STATE_UNKNOWN, reason, start, end, code, 0))
+                transitions.append((pk, state, JOB_STATE_UNKNOWN, reason, now))
+            else:
+                reason = (record.state_reason or "")[:255]
+                vanished.append(
+                    (
+                        pk,
+                        record.state,
+                        reason,
+                        start or record.start_time,
+                        record.end_time,
+                        record.exit_code,
+                        0,
+                    )
+                )
+                transitions.append(
+                    (pk, state, record.state, reason or "final state from Slurm accounting", now)
+                )
     new_ids = sync_storage.insert_rows(
         Job,
         ("cluster_id", "job_id", "first_seen", "last_seen", "sync_hash", *JOB_SYNC_FIELDS),
@@ -186,7 +219,9 @@ def reconcile_jobs(
         ids=True,
     )
     sync_storage.update_rows(Job, (*JOB_SYNC_FIELDS, "sync_hash", "last_seen"), updates)
-    sync_storage.update_rows(Job, ("state", "state_reason", "sync_hash"), vanished)
+    sync_storage.update_rows(
+        Job, ("state", "state_reason", "start_time", "end_time", "exit_code", "sync_hash"), vanished
+    )
     transitions += [
         (pk, "", row[5 + _STATE], row[5 + _REASON], now) for pk, row in zip(new_ids, new_rows, strict=True)
     ]
@@ -298,14 +333,17 @@ def reconcile(
     jobs: Sequence[JobInfo],
     partitions: Sequence[PartitionInfo] | None = None,
     listed_since: datetime | None = None,
+    finished: Sequence[JobInfo] = (),
 ) -> SyncResult:
-    """Write one listing into the database (one transaction); mark the cluster synced."""
+    """Write one listing into the database (one transaction); mark the cluster synced.
+
+    ``finished``: final records of active jobs the listing lacks (see :func:`finished_jobs_lookup`)."""
     now = timezone.now()
     result = SyncResult(cluster_id=cluster.pk, ok=True)
     with transaction.atomic():
         result.node_ids, result.unknown_nodes = reconcile_nodes(cluster, nodes, now=now)
         result.job_ids, result.created_jobs, result.transitions = reconcile_jobs(
-            cluster, jobs, now=now, listed_since=listed_since
+            cluster, jobs, now=now, listed_since=listed_since, finished=finished
         )
         if partitions is not None:
             reconcile_partitions(cluster, partitions, now=now)
@@ -328,23 +366,50 @@ def cluster_mark_stale(cluster: Cluster, error: str) -> None:
     )
 
 
+def finished_jobs_lookup(
+    cluster: Cluster, backend: ClusterBackend, jobs: Sequence[JobInfo], *, listed_since: datetime
+) -> list[JobInfo]:
+    """Final records of the jobs the database has active but the listing lacks (Slurm purged
+    them after MinJobAge, e.g. while the portal could not sync): one query, and one backend
+    call only when there are such jobs. A failed lookup is logged; those jobs become UNKNOWN."""
+    from jobs.cluster.types import ACTIVE_JOB_STATES
+
+    listed = {j.job_id for j in jobs}
+    active = (
+        Job.objects.filter(cluster=cluster, state__in=ACTIVE_JOB_STATES)
+        .exclude(last_seen__gt=listed_since)
+        .values_list("job_id", flat=True)
+    )
+    missing = sorted(set(active) - listed)
+    if not missing:
+        return []
+    try:
+        return backend.list_finished_jobs(missing)
+    except ClusterError as exc:
+        logger.warning(
+            "cluster %s: final state of %d vanished jobs unavailable: %s", cluster.name, len(missing), exc
+        )
+        return []
+
+
 def cluster_sync(cluster: Cluster, *, backend: ClusterBackend | None = None) -> SyncResult:
     """Read nodes, jobs and partitions from the cluster and reconcile them.
 
     A cluster that cannot be reached (or answers nonsense) is marked stale with the error.
+    Active jobs that Slurm no longer lists are looked up in its accounting first.
     """
     started = timezone.now()
     try:
-        if backend is not None:
-            nodes, jobs, parts = backend.list_nodes(), backend.list_jobs(), backend.list_partitions()
-        else:
-            with cluster_backend(cluster) as b:
-                nodes, jobs, parts = b.list_nodes(), b.list_jobs(), b.list_partitions()
+        with nullcontext(backend) if backend is not None else cluster_backend(cluster) as b:
+            nodes, jobs, parts = b.list_nodes(), b.list_jobs(), b.list_partitions()
+            finished = finished_jobs_lookup(cluster, b, jobs, listed_since=started)
     except ClusterError as exc:
         logger.warning("sync of cluster %s failed: %s", cluster.name, exc)
         cluster_mark_stale(cluster, str(exc))
         return SyncResult(cluster_id=cluster.pk, ok=False, error=str(exc))
-    return reconcile(cluster, nodes=nodes, jobs=jobs, partitions=parts, listed_since=started)
+    return reconcile(
+        cluster, nodes=nodes, jobs=jobs, partitions=parts, listed_since=started, finished=finished
+    )
 
 
 def cluster_sync_locked(cluster: Cluster, *, lock_seconds: int = 120) -> SyncResult | None:

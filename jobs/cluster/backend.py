@@ -7,6 +7,7 @@ import json
 import ssl
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from typing import Literal, Protocol, runtime_checkable
 
 from .errors import RetryableError, TerminalError, ValidationError
@@ -30,6 +31,12 @@ class ClusterBackend(Protocol):
         ...
 
     def get_job(self, job_id: int) -> JobInfo | None: ...
+
+    def list_finished_jobs(self, job_ids: Sequence[int]) -> list[JobInfo]:
+        """Final records (state, end time, exit code) of those of ``job_ids`` that finished, from
+        accounting (sacct) or the job completion log, also after the queue forgot them. Ids not
+        found there (still running, unknown, or no such record) are left out."""
+        ...
 
     def submit_job(self, spec: JobSpec, *, as_user: str) -> int:
         """Submit as the researcher's account. Idempotent on ``spec.tag``: if a job carrying

@@ -24,6 +24,7 @@ from .backend import NextState
 from .errors import RetryableError, TerminalError, ValidationError
 from .types import BMC, TAG_PREFIX, JobInfo, JobSpec, NodeInfo, PartitionInfo
 from .validation import (
+    validate_job_ids,
     validate_job_spec,
     validate_node_name,
     validate_reason,
@@ -181,6 +182,8 @@ class SimulatedCluster:
             self._nodes[s.name] = _Node(spec=replace(s, partitions=parts), boot_time=self._now)
         self._users = set(users) if users is not None else None
         self._jobs: dict[int, _Job] = {}
+        self._finished: dict[int, JobInfo] = {}  # purged jobs' final records, oldest first
+        self.max_finished_records = 100_000
         self._next_id = first_job_id
         self._faults: list[Fault] = []
         self.auto_advance = auto_advance
@@ -408,7 +411,10 @@ class SimulatedCluster:
             for j in self._jobs.values()
             if j.end_time is not None and (now - j.end_time).total_seconds() > self.min_job_age
         ]:
-            del self._jobs[jid]
+            # like Slurm's job completion log: the record outlives the queue's view
+            self._finished[jid] = self._job_info(self._jobs.pop(jid))
+            while len(self._finished) > self.max_finished_records:
+                del self._finished[next(iter(self._finished))]
         self._schedule()
 
     def _schedule(self) -> None:
@@ -535,6 +541,20 @@ class SimulatedCluster:
 
     def get_job(self, job_id: int) -> JobInfo | None:
         return self._call(lambda: self._job_info(self._jobs[job_id]) if job_id in self._jobs else None)
+
+    def list_finished_jobs(self, job_ids: Sequence[int]) -> list[JobInfo]:
+        ids = validate_job_ids(job_ids)
+
+        def find() -> list[JobInfo]:
+            out = []
+            for jid in ids:
+                job = self._jobs.get(jid)
+                info = self._job_info(job) if job is not None else self._finished.get(jid)
+                if info is not None and info.finished:
+                    out.append(info)
+            return out
+
+        return self._call(find)
 
     def find_job_by_tag(self, tag: str, *, as_user: str) -> JobInfo | None:
         validate_tag(tag)

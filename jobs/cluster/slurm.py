@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from .backend import NextState, power_cycle
 from .errors import RetryableError, TerminalError, ValidationError
 from .runners import LocalRunner, Runner
 from .slurm_parsers import (
+    parse_jobcomp_filetxt,
     parse_partitions,
+    parse_sacct_json,
+    parse_sacct_parsable,
     parse_sbatch_error,
     parse_sbatch_parsable,
+    parse_scontrol_config,
     parse_sinfo_json,
     parse_squeue_json,
 )
 from .types import BMC, TAG_PREFIX, CommandResult, JobInfo, JobSpec, NodeInfo, PartitionInfo
 from .validation import (
+    validate_job_ids,
     validate_job_spec,
     validate_node_name,
     validate_path,
@@ -33,6 +40,11 @@ _RETRYABLE = re.compile(
     r"Resource temporarily unavailable|Munge encode failed|Unable to establish",
     re.IGNORECASE,
 )
+
+logger = logging.getLogger(__name__)
+
+#: Job ids per sacct/grep call of list_finished_jobs (keeps the command line short).
+_FINISHED_CHUNK = 500
 
 
 def _slurm_message(res: CommandResult) -> str:
@@ -71,6 +83,7 @@ class SlurmBackend:
         self.timeout = timeout
         self.default_work_dir = default_work_dir
         self.bmc_runner = bmc_runner
+        self._finished_source: tuple[str, str | None] | None = None
 
     # ------------------------------------------------------------------ plumbing
     def _env(self) -> Mapping[str, str] | None:
@@ -154,6 +167,73 @@ class SlurmBackend:
             if j.job_id == job_id:
                 return j
         return None
+
+    def finished_jobs_source(self) -> tuple[str, str | None]:
+        """Where finished jobs are looked up, from ``scontrol show config`` (asked once):
+        ``("sacct", None)`` with accounting storage, ``("jobcomp", JobCompLoc)`` with
+        ``JobCompType=jobcomp/filetxt``, else ``("none", None)``."""
+        if self._finished_source is None:
+            conf = parse_scontrol_config(
+                self._run(["scontrol", "show", "config"], "scontrol show config").stdout
+            )
+            location = conf.get("JobCompLoc", "")
+            if conf.get("AccountingStorageType", "accounting_storage/none") != "accounting_storage/none":
+                self._finished_source = ("sacct", None)
+            elif conf.get("JobCompType") == "jobcomp/filetxt" and location.startswith("/"):
+                self._finished_source = ("jobcomp", validate_path(location, absolute=True))
+            else:
+                self._finished_source = ("none", None)
+        return self._finished_source
+
+    def list_finished_jobs(self, job_ids: Sequence[int]) -> list[JobInfo]:
+        ids = validate_job_ids(job_ids)
+        if not ids:
+            return []
+        kind, location = self.finished_jobs_source()
+        found: dict[int, JobInfo] = {}
+        for start in range(0, len(ids), _FINISHED_CHUNK):
+            chunk = ids[start : start + _FINISHED_CHUNK]
+            if kind == "sacct":
+                records = self._sacct_finished(chunk)
+            elif kind == "jobcomp" and location is not None:
+                records = self._jobcomp_finished(chunk, location)
+            else:
+                records = []
+            for job in records:  # the last record of an id wins (requeued jobs finish again)
+                if job.finished:
+                    found[job.job_id] = job
+        return [found[i] for i in ids if i in found]
+
+    def _sacct_finished(self, ids: Sequence[int]) -> list[JobInfo]:
+        wanted = ",".join(map(str, ids))
+        jobs = parse_sacct_json(self._run(["sacct", "--json", "-j", wanted], "sacct").stdout)
+        # sacct --json of 22.05 reports non-zero exits as 0: take exit codes from the parsable form
+        res = self._run(
+            ["sacct", "--parsable2", "--noheader", "-X", "-o", "JobID,State,ExitCode", "-j", wanted], "sacct"
+        )
+        codes = {
+            r.job_id: (128 + r.signal if r.signal else r.exit_code)
+            for r in parse_sacct_parsable(res.stdout)
+            if r.step is None
+        }
+        return [
+            replace(j, exit_code=codes.get(j.job_id, j.exit_code))
+            for j in jobs
+            if j.job_id in codes or j.job_id in ids
+        ]
+
+    def _jobcomp_finished(self, ids: Sequence[int], location: str) -> list[JobInfo]:
+        # the job completion log is world-readable by default: no sudo rule needed
+        pattern = "^JobId=(" + "|".join(map(str, ids)) + ") "
+        res = self._exec(["grep", "-E", "-e", pattern, "--", location])
+        if res.exit_code == 1 and not res.stderr.strip():  # grep: no line matched
+            return []
+        self._check(res, "read the job completion log")
+        errors: list[str] = []
+        jobs = parse_jobcomp_filetxt(res.stdout, errors=errors)
+        for error in errors:
+            logger.warning("job completion log %s: %s", location, error)
+        return jobs
 
     def find_job_by_tag(self, tag: str, *, as_user: str) -> JobInfo | None:
         validate_tag(tag)

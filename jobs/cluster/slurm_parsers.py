@@ -781,3 +781,82 @@ def parse_sbatch_error(stderr: str) -> str:
 
 def hostlist_first(nodes: Sequence[str]) -> str | None:
     return nodes[0] if nodes else None
+
+
+# ---------------------------------------------------------------------------- config and jobcomp
+
+
+def parse_scontrol_config(text: str) -> dict[str, str]:
+    """``scontrol show config``: ``Key  = Value`` lines -> {Key: Value} (other lines ignored)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        key = key.strip()
+        if sep and key and " " not in key:
+            out[key] = value.strip()
+    return out
+
+
+#: ``Key=`` at the start of a line or after whitespace (jobcomp/filetxt keeps spaces in values).
+_JOBCOMP_KEY_RE = re.compile(r"(?:^|(?<=\s))([A-Z][A-Za-z]*)=")
+
+
+def _jobcomp_record(line: str) -> dict[str, str]:
+    marks = list(_JOBCOMP_KEY_RE.finditer(line))
+    ends = [m.start() for m in marks[1:]] + [len(line)] if marks else []
+    return {m.group(1): line[m.end() : end].strip() for m, end in zip(marks, ends, strict=True)}
+
+
+def _jobcomp_exit_code(text: str | None) -> int | None:
+    """``ExitCode=N:S`` -> N, or 128+S when killed by signal S."""
+    code, sep, sig = (text or "").partition(":")
+    if not sep or not code.isdigit() or not sig.isdigit():
+        return None
+    return 128 + int(sig) if int(sig) else int(code)
+
+
+def parse_jobcomp_filetxt(text: str, *, errors: list[str] | None = None) -> list[JobInfo]:
+    """Lines of a ``JobCompType=jobcomp/filetxt`` file (one finished job per line) -> jobs.
+
+    Unknown keys are ignored; a line without an integer ``JobId`` or a ``JobState`` is skipped
+    and described in ``errors`` (when given). Times are the controller's local time.
+    """
+    out: list[JobInfo] = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        rec = _jobcomp_record(line)
+        job_id, state = rec.get("JobId", ""), rec.get("JobState", "").split(" ", 1)[0].upper()
+        if not job_id.isdigit() or not state:
+            if errors is not None:
+                errors.append(f"line {number}: not a jobcomp record: {line[:80]!r}")
+            continue
+        node_count = _int_or_none(rec.get("NodeCnt"))
+        gpus = _tres_value(rec.get("Tres"), "gres/gpu") or _tres_value(rec.get("ReqTRES"), "gres/gpu") or 0
+        nodes = rec.get("NodeList", "")
+        out.append(
+            JobInfo(
+                job_id=int(job_id),
+                name=rec.get("Name", ""),
+                user=rec.get("UserId", "").split("(", 1)[0] or None,
+                state=state,
+                account=rec.get("Account") or None,
+                partition=rec.get("Partition") or None,
+                nodes="" if nodes == "(null)" else nodes,
+                node_count=node_count,
+                gpus=gpus // node_count if node_count else gpus,
+                cpus=_int_or_none(rec.get("ProcCnt")),
+                submit_time=_scontrol_time(rec.get("SubmitTime")),
+                start_time=_scontrol_time(rec.get("StartTime")),
+                end_time=_scontrol_time(rec.get("EndTime")),
+                time_limit_minutes=parse_slurm_duration(rec.get("TimeLimit")),
+                exit_code=_jobcomp_exit_code(rec.get("ExitCode")),
+                work_dir=rec.get("WorkDir") or None,
+            )
+        )
+    return out
+
+
+def _int_or_none(text: str | None) -> int | None:
+    return int(text) if text and text.isdigit() else None

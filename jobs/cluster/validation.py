@@ -8,6 +8,7 @@ nonsense early and to keep option injection (leading '-') out.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from .errors import ValidationError
 from .types import JobSpec
@@ -104,6 +105,14 @@ def _positive(value: int | None, what: str, *, maximum: int) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
         raise ValidationError(f"invalid {what}: {value!r}")
+
+
+def validate_job_ids(job_ids: Sequence[int]) -> list[int]:
+    """Positive int job ids (no bools, no strings), duplicates dropped, order kept."""
+    for job_id in job_ids:
+        if isinstance(job_id, bool) or not isinstance(job_id, int) or not 0 < job_id < 2**32:
+            raise ValidationError(f"invalid job id: {job_id!r}")
+    return list(dict.fromkeys(job_ids))
 
 
 def validate_job_spec(spec: JobSpec) -> JobSpec:
