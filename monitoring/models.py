@@ -207,6 +207,14 @@ class AlertRule(models.Model):
         return self.name
 
 
+#: what an admin edits of a rule, the same in the page form and the API
+ALERT_RULE_FIELDS = (
+    "name", "kind", "metric", "event_kind", "scope", "cluster", "op", "threshold", "relative_to",
+    "duration_s", "only_when_node_busy", "severity", "enabled", "notify_webhook", "notify_emails",
+    "drain_node", "description",
+)  # fmt: skip
+
+
 class AlertState(models.Model):
     """Per (rule, series) evaluation state: since when the condition holds / the counter stands."""
 

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_POST
 
 from monitoring import selectors, services
 from monitoring.filters import AlertFilterSet
-from monitoring.models import Alert, AlertRule
+from monitoring.models import ALERT_RULE_FIELDS, Alert, AlertRule
 from portal.services import api_token_authenticate
 from portal.views.generic import Column, ObjectDeleteView, ObjectDetailView, ObjectEditView, ObjectListView
 
@@ -102,25 +102,7 @@ class AlertRuleForm(forms.ModelForm[AlertRule]):
     class Meta:
         model = AlertRule
         formfield_callback = _formfield
-        fields = [
-            "name",
-            "kind",
-            "metric",
-            "event_kind",
-            "scope",
-            "cluster",
-            "op",
-            "threshold",
-            "relative_to",
-            "duration_s",
-            "only_when_node_busy",
-            "severity",
-            "enabled",
-            "notify_webhook",
-            "notify_emails",
-            "drain_node",
-            "description",
-        ]
+        fields = list(ALERT_RULE_FIELDS)
 
 
 class AlertRuleListView(ObjectListView):

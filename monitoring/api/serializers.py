@@ -2,35 +2,14 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from monitoring.models import Alert, AlertRule, Event
+from monitoring.models import ALERT_RULE_FIELDS, Alert, AlertRule, Event
 from portal.api.serializers import PortalModelSerializer
 
 
 class AlertRuleSerializer(PortalModelSerializer):
     class Meta:
         model = AlertRule
-        fields = [
-            "id",
-            "url",
-            "display",
-            "name",
-            "kind",
-            "metric",
-            "event_kind",
-            "scope",
-            "cluster",
-            "op",
-            "threshold",
-            "relative_to",
-            "duration_s",
-            "only_when_node_busy",
-            "severity",
-            "enabled",
-            "notify_webhook",
-            "notify_emails",
-            "drain_node",
-            "description",
-        ]
+        fields = ["id", "url", "display", *ALERT_RULE_FIELDS]
 
 
 class AlertSerializer(PortalModelSerializer):
