@@ -30,6 +30,7 @@ from jobs.models import (
     Action,
     ActionKind,
     ActionStatus,
+    ClusterAccount,
     Job,
     Partition,
 )
@@ -236,8 +237,11 @@ def _validate_against_partitions(cluster: Cluster, spec: JobSpec) -> str | None:
 
 
 @transaction.atomic
-def job_submit(*, user: Any, cluster: Cluster, name: str, script: str, **spec_fields: Any) -> Action:
-    """Validate a job for ``cluster`` and record a submit action run as the user's cluster account."""
+def job_submit_check(
+    *, user: Any, cluster: Cluster, name: str, script: str, **spec_fields: Any
+) -> tuple[ClusterAccount, dict[str, Any]]:
+    """Every check a submission passes before anything is written (the form's inline validation runs
+    exactly this): returns the user's cluster account and the action's parameters."""
     if not user.has_perm(SUBMIT_JOB):
         raise PermissionDenied(_("You may not submit jobs."))
     unknown = sorted(set(spec_fields) - set(SPEC_FIELDS))
@@ -268,13 +272,18 @@ def job_submit(*, user: Any, cluster: Cluster, name: str, script: str, **spec_fi
     partition = _validate_against_partitions(cluster, spec)
     if partition and not spec.partition:
         fields["partition"] = partition
-    params = {
+    return account, {
         "target": name,
         "cluster_user": account.username,
         "name": name,
         "script": script,
         "spec": {**fields, "environment": dict(fields.get("environment") or {})},
     }
+
+
+def job_submit(*, user: Any, cluster: Cluster, name: str, script: str, **spec_fields: Any) -> Action:
+    """Validate a job for ``cluster`` and record a submit action run as the user's cluster account."""
+    account, params = job_submit_check(user=user, cluster=cluster, name=name, script=script, **spec_fields)
     action = Action(kind=ActionKind.SUBMIT, cluster=cluster, params=params, requested_by=user)
     return _create_action(
         action,

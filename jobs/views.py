@@ -14,7 +14,6 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
@@ -150,8 +149,8 @@ def job_cancel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 @login_required
 @permission_required("jobs.submit_job", raise_exception=True)
 def job_submit(request: HtmxHttpRequest) -> HttpResponse:
-    """The submit form. htmx ``_validate`` posts check the whole request (the service's own
-    validation, rolled back) and re-render the form inline; a real post records the action."""
+    """The submit form. htmx ``_validate`` posts run the service's checks (nothing is written) and
+    re-render the form inline; a real post records the action."""
     user = request.user
     template = _template_from(request)
     initial = template_initial(template) if template else {}
@@ -160,19 +159,17 @@ def job_submit(request: HtmxHttpRequest) -> HttpResponse:
         form = JobSubmitForm(request.POST, user=user, job_template=template, initial=initial)
     else:
         form = JobSubmitForm(user=user, job_template=template, initial={**initial, **request.GET.dict()})
-    submit_error = None
     if request.method == "POST" and form.is_valid():
+        submit = services.job_submit_check if validate_only else services.job_submit
         try:
-            with transaction.atomic():
-                action = services.job_submit(user=user, **form.submit_params())
-                if validate_only:
-                    transaction.set_rollback(True)
+            action = submit(user=user, **form.submit_params())
         except ValidationError as exc:
             _add_errors(form, _map_service_errors(exc))
         except PermissionDenied as exc:
             return _forbidden(request, str(exc))
         else:
             if not validate_only:
+                assert isinstance(action, Action)
                 url = reverse("jobs:action", args=[action.pk])
                 if request.htmx:
                     response = HttpResponse(status=204)
@@ -184,7 +181,6 @@ def job_submit(request: HtmxHttpRequest) -> HttpResponse:
         "title": _("Submit a job"),
         "templates": selectors.job_template_list(),
         "job_template": template,
-        "submit_error": submit_error,
         "no_clusters": not form.fields["cluster"].queryset.exists(),  # type: ignore[attr-defined]
     }
     status = 400 if request.method == "POST" and form.errors and not validate_only else 200
