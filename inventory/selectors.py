@@ -56,6 +56,13 @@ def node_list() -> QuerySet[Node]:
     )
 
 
+def node_list_with_readiness() -> QuerySet[Node]:
+    """node_list with the readiness summary annotated (inventory.readiness.node_readiness reads it)."""
+    from inventory.readiness import with_readiness
+
+    return with_readiness(node_list())
+
+
 def node_get(pk: int) -> Node:
     return node_list().get(pk=pk)
 

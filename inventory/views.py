@@ -23,7 +23,7 @@ from inventory.models import (
     Rack,
     Site,
 )
-from inventory.readiness import node_readiness, with_readiness
+from inventory.readiness import node_readiness
 from inventory.services import cable_connect, cable_update, card_save
 from inventory.views_topology import readiness_badge
 from portal.views.generic import Column, ObjectDeleteView, ObjectDetailView, ObjectEditView, ObjectListView
@@ -138,7 +138,7 @@ class RackView(ObjectDetailView):
 
 class NodeListView(ObjectListView):
     model = Node
-    queryset = staticmethod(lambda: with_readiness(selectors.node_list()))
+    queryset = selectors.node_list_with_readiness
     filterset_class = filters.NodeFilterSet
     columns = [
         Column(_("Hostname"), "hostname", link=True, order_by="hostname"),
@@ -156,7 +156,7 @@ class NodeListView(ObjectListView):
 
 class NodeView(ObjectDetailView):
     model = Node
-    queryset = selectors.node_list
+    queryset = selectors.node_list_with_readiness
     template_name = "inventory/node.html"
     fields = [
         Column(_("Cluster"), "cluster"),
@@ -180,9 +180,7 @@ class NodeView(ObjectDetailView):
             "cards": selectors.card_list().filter(node=obj),
             "nic_ports": selectors.port_list().filter(node=obj, card__isnull=True),
             "psus": selectors.psu_list().filter(node=obj),
-            "readiness": readiness_badge(
-                node_readiness(with_readiness(selectors.node_list()).get(pk=obj.pk))
-            ),
+            "readiness": readiness_badge(node_readiness(obj)),
         }
 
 
