@@ -102,4 +102,4 @@ def test_relative_times_with_the_exact_time_on_hover() -> None:
         old = now - dt.timedelta(days=30)
         assert f">{f.exact(old)}<" in str(f.ago(old))
     with translation.override("zh-hans"):
-        assert "分钟" in str(f.ago(now - dt.timedelta(minutes=3)))
+        assert ">3\xa0分钟前</time>" in str(f.ago(now - dt.timedelta(minutes=3, seconds=5)))
