@@ -98,6 +98,8 @@ class Action(models.Model):
     created = models.DateTimeField(auto_now_add=True, db_index=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
+    #: renewed by the worker while the action runs (its lease; see jobs.leases)
+    heartbeat = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created"]

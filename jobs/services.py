@@ -24,6 +24,7 @@ from jobs.backends import cluster_backend
 from jobs.cluster import BMC, ClusterBackend, JobSpec, RetryableError, TerminalError
 from jobs.cluster import ValidationError as ClusterValidationError
 from jobs.cluster import validation as v
+from jobs.leases import WORKER_LOST, action_lease, lease_expired
 from jobs.models import (
     ACTIVE_ACTION_STATUSES,
     NODE_ACTION_KINDS,
@@ -46,6 +47,9 @@ action_changed = Signal()
 
 def _action_changed(action_id: Any) -> None:
     transaction.on_commit(lambda: action_changed.send(sender=Action, action_ids=[action_id]))
+
+
+action_changed_on_commit = _action_changed
 
 
 OPERATE_NODES = "jobs.operate_nodes"
@@ -352,10 +356,39 @@ def _perform_submit(action: Action, backend: ClusterBackend) -> str:
     return f"Submitted batch job {job_id}"
 
 
+def _with_history(action: Action, text: str) -> str:
+    """``text``, after the notes of attempts lost with their worker (kept: they explain attempts)."""
+    prior = action.output if action.error == WORKER_LOST else ""
+    return f"{prior}\n{text}" if prior and text else (prior or text)
+
+
+def _already_done(action: Action, backend: ClusterBackend) -> str | None:
+    """On a later attempt: what an earlier one (lost with its worker, or cut off by a timeout
+    after Slurm acted) already did, read from Slurm's state; None = run the action."""
+    p, kind = action.params, action.kind
+    if kind not in (ActionKind.DRAIN, ActionKind.RESUME, ActionKind.REBOOT):
+        return None  # a submit finds its job by tag; a cancel of a finished job is left alone
+    target = p.get("target", "")
+    info = next((n for n in backend.list_nodes() if n.name == target), None)
+    if info is None:
+        return None
+    if kind == ActionKind.DRAIN and info.drained and (info.reason or "") == p.get("reason"):
+        return f"Drained {target}: {p['reason']} (Slurm shows the drain of an earlier attempt)"
+    if kind == ActionKind.RESUME and not info.drained and info.display_state not in ("down", "reboot"):
+        return f"Resumed {target} (Slurm shows it resumed by an earlier attempt)"
+    rebooted = info.boot_time is not None and action.started is not None and info.boot_time > action.started
+    if kind == ActionKind.REBOOT and (info.display_state == "reboot" or rebooted):
+        return f"Reboot of {target} requested (Slurm shows the reboot of an earlier attempt)"
+    return None
+
+
 def _finish(action: Action, status: str, *, output: str = "", error: str = "") -> Action:
-    Action.objects.filter(pk=action.pk, status__in=ACTIVE_ACTION_STATUSES).update(
-        status=status, output=output, error=error, finished=timezone.now()
-    )
+    # only the attempt that claimed the row records its end (a worker whose lease was taken over
+    # cannot overwrite the outcome of the attempt that followed)
+    Action.objects.filter(pk=action.pk, status__in=ACTIVE_ACTION_STATUSES, attempts=action.attempts).update(
+        status=status, output=_with_history(action, output), error=error, finished=timezone.now(),
+        heartbeat=None,
+    )  # fmt: skip
     _action_changed(action.pk)
     action.refresh_from_db()
     return action
@@ -375,20 +408,27 @@ def action_execute(action_id: str) -> Action | None:
             return None
         if action.status not in ACTIVE_ACTION_STATUSES:
             return action
+        if action.status == ActionStatus.RUNNING and not lease_expired(action):
+            # another worker holds it (a duplicate delivery): the lease recovers it if that one dies
+            logger.info("action %s is running on another worker; this delivery does nothing", action_id)
+            return action
         action.status = ActionStatus.RUNNING
         action.attempts += 1
         action.started = action.started or timezone.now()
-        action.save(update_fields=["status", "attempts", "started"])
+        action.heartbeat = timezone.now()
+        action.save(update_fields=["status", "attempts", "started", "heartbeat"])
         _action_changed(action.pk)
     cluster = Cluster.objects.get(pk=action.cluster_id)
     try:
-        with cluster_backend(cluster) as backend:
-            output = _perform(action, backend)
+        with action_lease(action), cluster_backend(cluster) as backend:
+            output = (action.attempts > 1 and _already_done(action, backend)) or _perform(action, backend)
     except RetryableError as exc:
         note = f"attempt {action.attempts}: {exc}"
         if action.attempts >= _max_attempts():
             return _finish(action, ActionStatus.FAILED, output=note, error=str(exc))
-        Action.objects.filter(pk=action.pk).update(status=ActionStatus.PENDING, error=str(exc), output=note)
+        Action.objects.filter(pk=action.pk, attempts=action.attempts).update(
+            status=ActionStatus.PENDING, error=str(exc), output=_with_history(action, note), heartbeat=None
+        )
         _action_changed(action.pk)
         raise
     except TerminalError as exc:

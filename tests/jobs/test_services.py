@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from jobs import services
 from jobs.models import Action, ActionKind, ActionStatus, Job, Partition
@@ -87,10 +89,14 @@ def test_submit_runs_as_the_users_cluster_account_and_a_retry_finds_the_same_job
         user=researcher_user, cluster=sim_cluster, name="train", script=SCRIPT, gpus=2
     )
     assert action.params["cluster_user"] == "alice"
-    # when the task runs, is redelivered (status put back to running) and runs again
+    # when the task runs, its worker is lost before it recorded the outcome (still running, the
+    # lease expired), and the task is delivered again
     done = services.action_execute(str(action.pk))
-    Action.objects.filter(pk=action.pk).update(status="running")
+    Action.objects.filter(pk=action.pk).update(
+        status="running", heartbeat=timezone.now() - timedelta(hours=1)
+    )
     again = services.action_execute(str(action.pk))
+    assert again.attempts == 2
     # then there is exactly one Slurm job, tagged with the action id and owned by alice
     jobs = sim.list_jobs()
     assert [(j.user, j.tag, j.gpus) for j in jobs] == [("alice", str(action.pk), 2)]
