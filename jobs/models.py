@@ -111,7 +111,16 @@ class Action(models.Model):
                 name="action_one_active_per_node",
                 violation_error_message=_("This node already has an action in progress."),
             ),
+            models.UniqueConstraint(
+                fields=["job"],
+                condition=Q(status__in=["pending", "running"]) & Q(kind="cancel") & Q(job__isnull=False),
+                name="action_one_active_cancel_per_job",
+                violation_error_message=_("This job is already being cancelled."),
+            ),
         ]
+
+    #: set (not stored) when a request was answered with this existing action instead of a new one
+    reused = False
 
     def __str__(self) -> str:
         target = self.params.get("target") or (self.node_id and f"node {self.node_id}") or self.cluster_id

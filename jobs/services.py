@@ -99,11 +99,28 @@ def _cancel_params(user: Any, job: Job) -> dict[str, Any]:
     return {"target": str(job.job_id), "as_user": job.user if owns and job.user else None}
 
 
+def _cancel_in_progress(job: Job) -> Action | None:
+    """The cancel of ``job`` that a new request is answered with: an active one, or one that
+    succeeded after the sync last saw the job (Slurm has cancelled it; the next sync will say so)."""
+    latest = Action.objects.filter(job=job, kind=ActionKind.CANCEL).order_by("-created").first()
+    if latest is None or latest.status == ActionStatus.FAILED:
+        return None
+    if latest.is_active or job.last_seen is None or (latest.finished and latest.finished >= job.last_seen):
+        latest.reused = True
+        return latest
+    return None
+
+
 def _create_action(action: Action, *, user: Any, audit: str, message: str) -> Action:
     try:
         with transaction.atomic():
             action.save(force_insert=True)
     except IntegrityError:
+        if action.kind == ActionKind.CANCEL and action.job is not None:
+            existing = _cancel_in_progress(action.job)  # a concurrent request created it first
+            if existing is not None:
+                return existing
+            raise ValidationError({"job": [_("This job is already being cancelled.")]}) from None
         raise ValidationError({"node": [_("This node already has an action in progress.")]}) from None
     audit_record(
         user=user,
@@ -161,9 +178,11 @@ def action_request(
     elif kind == ActionKind.CANCEL:
         if job is None:
             raise ValidationError({"job": [_("A job is required.")]})
-        action = Action(
-            kind=kind, cluster_id=job.cluster_id, job=job, params=_cancel_params(user, job), requested_by=user
-        )
+        params = _cancel_params(user, job)
+        existing = _cancel_in_progress(job)
+        if existing is not None:  # one cancel per job: a repeated request is answered with it
+            return existing
+        action = Action(kind=kind, cluster_id=job.cluster_id, job=job, params=params, requested_by=user)
     else:
         raise ValidationError({"kind": [_("Unknown action kind: %(kind)s") % {"kind": kind}]})
     audit = AuditEntry.Action.CANCEL if kind == ActionKind.CANCEL else AuditEntry.Action.ACTION

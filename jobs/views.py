@@ -142,7 +142,10 @@ def job_cancel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         return HttpResponseRedirect(reverse("jobs:job", args=[job.pk]))
     if request.htmx:
         return render(request, "jobs/action.html#action-card", {"action": action})
-    messages.success(request, _("Cancelling job %(id)s.") % {"id": job.job_id})
+    if action.reused:
+        messages.info(request, _("Job %(id)s is already being cancelled.") % {"id": job.job_id})
+    else:
+        messages.success(request, _("Cancelling job %(id)s.") % {"id": job.job_id})
     return HttpResponseRedirect(reverse("jobs:job", args=[job.pk]))
 
 
