@@ -108,3 +108,40 @@ def test_the_first_push_after_redis_returns_reaches_the_page(
     hot = [f for f in frames if "temp-critical" in f]
     assert hot and "97 °C" in hot[0] and "snapshot" in hot[0], frames
     assert left == set()
+
+
+def test_the_flusher_thread_retries_the_resync_by_itself(
+    settings: Any, caplog: Any, own_redis: Any, rig: dict[str, Any], admin_user: Any, ingest: Any
+) -> None:
+    # given the background flusher (as in the servers and workers), no watchdog, and the pages
+    # that hear about a card: overview, rack, node
+    settings.PORTAL_LIVE_AUTOFLUSH = True
+    card = rig["cards"][0]
+    paths = ["/ws/live/overview/", f"/ws/live/rack/{rig['rack'].pk}/", f"/ws/live/node/{card.node_id}/"]
+
+    async def scenario() -> list[list[str]]:
+        pages = [communicator(path, admin_user) for path in paths]
+        for page in pages:
+            assert (await page.connect())[0]
+            await page.receive_from(timeout=5)  # snapshot
+        await database_sync_to_async(lambda: ingest(card, temperature=50.0))()
+        for page in pages:
+            assert "temp-critical" not in await page.receive_from(timeout=5)
+        # when Redis restarts and a hot reading is committed (nobody calls flush)
+        own_redis()
+        await database_sync_to_async(lambda: ingest(card, temperature=98.0))()
+        # then whichever send failed is followed by a resync: every page gets the hot reading
+        frames: list[list[str]] = [[] for _ in pages]
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not all(any("temp-critical" in f for f in fs) for fs in frames):
+            for page, got in zip(pages, frames, strict=True):
+                if not await page.receive_nothing(timeout=0.2):
+                    got.append(await page.receive_from(timeout=5))
+        for page in pages:
+            await page.disconnect()
+        return frames
+
+    frames = async_to_sync(scenario)()
+    assert [any("temp-critical" in f for f in fs) for fs in frames] == [True, True, True], frames
+    assert any("group sends failed (marked for resync)" in r.getMessage() for r in caplog.records)
+    assert push.coalescer.resync_pending() == set()
