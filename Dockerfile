@@ -38,7 +38,7 @@ ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PATH=/opt/venv/bin:$PATH \
 # Runtime tools only: ssh for the Slurm login node and node collections, ipmitool for BMC power cycles.
 RUN apt-get update -q \
     && apt-get install -y -q --no-install-recommends openssh-client ipmitool \
-    && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb /var/log/apt /var/log/dpkg.log \
+    && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/cache/debconf/*-old /var/log/apt /var/log/dpkg.log \
     && useradd --create-home --uid 1000 --shell /usr/sbin/nologin rackpilot
 COPY --from=deps /opt/venv /opt/venv
 WORKDIR /app
