@@ -65,6 +65,16 @@ class BriefRelatedField(serializers.PrimaryKeyRelatedField):
     def to_representation(self, value: Any) -> Any:
         return brief(value, self.context.get("request"))
 
+    def get_choices(self, cutoff: int | None = None) -> dict[Any, str]:
+        # keyed by id: the representation is a dict, which cannot be a key (a TypeError in any
+        # HTML form of the field, e.g. DRF's browsable API)
+        queryset = self.get_queryset()
+        if queryset is None:
+            return {}
+        if cutoff is not None:
+            queryset = queryset[:cutoff]
+        return {item.pk: self.display_value(item) for item in queryset}
+
 
 def may_see_infrastructure(request: Any) -> bool:
     user = getattr(request, "user", None)

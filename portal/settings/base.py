@@ -181,6 +181,15 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["portal.api.permissions.ModelPermissions"],
+    # JSON only: the API's HTML face is Swagger UI (/api/docs/), which runs under the CSP. DRF's
+    # browsable renderer is off deliberately: its forms list every related row (thousands of nodes,
+    # cards, ports) and its templates carry inline styles the CSP refuses.
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": [
+        "portal.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
