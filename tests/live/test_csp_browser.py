@@ -2,8 +2,8 @@
 loads with no CSP violation, and what moved out of inline script still works (language switch,
 select-all, the submit form's inline check, htmx, websockets, uPlot, Swagger UI).
 
-Against uvicorn (websockets included) on the database ``rackpilot_csp_e2e`` (E2E_CSP_DATABASE to
-change it), created and seeded here. Screenshots go to E2E_SCREENSHOT_DIR when it is set.
+Against uvicorn (websockets included) on the database ``<TEST_DATABASE_NAME>_csp_e2e``
+(E2E_CSP_DATABASE to change it), created and seeded here. Screenshots go to E2E_SCREENSHOT_DIR when it is set.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ from tests.live.test_browser import ARGS, CHROMIUM, ROOT, _free_port, _wait_port
 
 pytestmark = pytest.mark.browser
 
-DB = os.environ.get("E2E_CSP_DATABASE", "rackpilot_csp_e2e")
+# its own database per test run (TEST_DATABASE_NAME), as tests/live/test_browser.py does
+DB = os.environ.get("E2E_CSP_DATABASE") or (os.environ.get("TEST_DATABASE_NAME") or "rackpilot") + "_csp_e2e"
 
 SEED = """
 import django; django.setup()
@@ -46,6 +47,9 @@ keys = []
 for role in ("admin", "operator", "researcher"):
     user, created = User.objects.get_or_create(username=f"csp-{role}")
     user_set_role(user, role)
+    if role == "admin":  # the Django admin too
+        User.objects.filter(pk=user.pk).update(is_staff=True, is_superuser=True)
+        user.refresh_from_db()
     for c in clusters:
         ClusterAccount.objects.get_or_create(user=user, cluster=c, defaults={"username": f"csp-{role}"})
     s = SessionStore()
@@ -191,7 +195,9 @@ def _pages(stack: CSPStack, role: str) -> list[str]:
         "/api/docs/",
     ]
     if role != "researcher":
-        pages += ["/jobs/nodes/", "/monitoring/alerts/"]
+        pages += ["/jobs/nodes/", "/monitoring/alerts/", "/monitoring/alert-rules/", "/jobs/templates/"]
+    if role == "admin":
+        pages += ["/audit/", "/admin/", f"/admin/inventory/node/{stack.node}/change/", "/admin/jobs/action/"]
     return pages
 
 
