@@ -27,19 +27,23 @@ class NulCharacter(ValueError):
 
 
 def json_depth_check(value: Any, max_depth: int = MAX_DEPTH) -> Any:
-    """Raise TooDeep if lists/objects in `value` nest more than `max_depth` levels (iterative)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
+    """Raise TooDeep if lists/objects in `value` nest more than `max_depth` levels.
+
+    Level by level, without recursion; each level is one list comprehension per container, so a
+    flat batch of 1,000 sample objects costs about as little as one pass over their values.
+    """
+    containers = (dict, list)
+    level = [value] if type(value) in containers else []
+    depth = 0
+    while level:
+        depth += 1
         if depth > max_depth:
             raise TooDeep(f"JSON nested deeper than {max_depth} levels")
-        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+        deeper: list[Any] = []
+        for item in level:
+            children = item.values() if type(item) is dict else item
+            deeper += [c for c in children if type(c) in containers]
+        level = deeper
     return value
 
 
