@@ -140,3 +140,13 @@ def test_operators_and_admins_see_them_on_pages(
     assert "login.hall-b.internal" in _page(user, "/inventory/clusters/")
     html = _page(user, f"/inventory/nodes/{node.pk}/")
     assert "Redfish bmc-root 10.77.0.21" in html
+
+
+def test_the_overview_names_a_sync_error_to_operators_only(
+    infra: tuple[Cluster, Node], researcher_user: Any, operator_user: Any
+) -> None:
+    error = "ssh: connect to host login.hall-b.internal port 2201"
+    html = _page(researcher_user, "/")
+    assert error not in html
+    assert "Stale data: the last sync with the cluster failed; operators see why." in html
+    assert error in _page(operator_user, "/")

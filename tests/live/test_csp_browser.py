@@ -211,7 +211,7 @@ def test_no_page_violates_the_policy(stack: CSPStack, browser: Any, role: str, l
         for path in _pages(stack, role):
             page = _open(context, stack.url(path), problems)
             if path == "/api/docs/":
-                page.wait_for_selector(".swagger-ui .opblock", timeout=15000)  # Swagger UI ran its script
+                page.wait_for_selector(".swagger-ui .opblock", timeout=90000)  # Swagger UI ran its script
             problems += [f"{path}: {v}" for v in page.evaluate("window.__csp")]
             slug = path.strip("/").replace("/", "-") or "home"
             _shoot(page, f"{role}-{lang}-{slug}")
