@@ -131,12 +131,14 @@ class DemoSimulation:
         self.elapsed += max(0.0, dt)
         self._guard("undo", self._run_undo)
         self._guard("faults", self._maybe_fault)
-        self._guard("beat", self._run_beat)
-        self._guard("submit", self._maybe_submit)
+        # the collectors first: the cards have reported by the time a job starts on them, so the
+        # power series brackets the job's whole run (its energy coverage)
         self._guard("physics", lambda: self._physics(dt))
         if self._is_due("telemetry", self.telemetry_every):
             for node in self.nodes:
                 self._guard(f"telemetry {node.hostname}", partial(self._ingest, node))
+        self._guard("beat", self._run_beat)
+        self._guard("submit", self._maybe_submit)
 
     def _guard(self, what: str, fn: Callable[[], object]) -> None:
         try:
