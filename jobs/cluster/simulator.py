@@ -158,7 +158,8 @@ class SimulatedCluster:
         self._users = set(users) if users is not None else None
         self._jobs: dict[int, _Job] = {}
         self._finished: dict[int, JobInfo] = {}  # purged jobs' final records, oldest first
-        self._files: dict[int, tuple[str, str, str]] = {}  # purged jobs' output: (user, path, text)
+        #: output files of jobs no longer queued: (user, path, text, or the restored job to write it from)
+        self._files: dict[int, tuple[str, str, str | tuple[JobInfo, str]]] = {}
         self.max_finished_records = 100_000
         self._next_id = first_job_id
         self._faults: list[Fault] = []
@@ -583,36 +584,13 @@ class SimulatedCluster:
             n.reboot_started = self._now if "REBOOT_ISSUED" in n.flags else None
 
     def _restore_job(self, info: JobInfo, script: str, last_seen: datetime, reason: str) -> str:
-        count = max(1, info.node_count or 1)
-        partition = info.partition if info.partition in self._partitions else None
-        partition = partition or next((p.name for p in self._partitions.values() if p.is_default), "")
-        spec = JobSpec(
-            name=info.name, script=script or "#!/bin/bash\n", tag=info.tag or f"restored-{info.job_id}",
-            partition=partition, account=info.account, nodes=count, gpus=info.gpus, gpu_type=info.gpu_type,
-            cpus_per_task=max(1, (info.cpus or count) // count), time_limit_minutes=info.time_limit_minutes,
-            work_dir=info.work_dir, output=info.stdout_path,
-        )  # fmt: skip
-        plan = script_plan(spec.script, random.Random(info.job_id))
-        job = self._new_job(
-            info.job_id,
-            spec,
-            info.user or "",
-            plan,
-            partition=partition,
-            submit_time=info.submit_time or self._now,
-        )
         names = [x for x in info.nodes.split(",") if x]
         if info.finished:
             self._finished[info.job_id] = info
-            if info.start_time is not None and names:
-                job.start_time, job.nodes = info.start_time, names
-                lines = [*self._start_lines(job), *self._end_lines(job, info)]
-                self._files[info.job_id] = (
-                    job.user,
-                    info.stdout_path or "",
-                    "".join(x + "\n" for x in lines),
-                )
+            if info.start_time is not None and names:  # its output file, written when first read
+                self._files[info.job_id] = (info.user or "", info.stdout_path or "", (info, script))
             return "finished"
+        job = self._remembered_job(info, script)
         self._jobs[job.job_id] = job
         if info.state == "PENDING" or info.start_time is None or not names:
             return "queued"
@@ -620,13 +598,13 @@ class SimulatedCluster:
         job.output = self._start_lines(job)
         placed = [self._nodes[x] for x in names if x in self._nodes]
         ends = info.start_time + timedelta(seconds=job.duration)
-        if spec.time_limit_minutes is not None:
-            ends = min(ends, info.start_time + timedelta(minutes=spec.time_limit_minutes))
+        if job.spec.time_limit_minutes is not None:
+            ends = min(ends, info.start_time + timedelta(minutes=job.spec.time_limit_minutes))
         alive = all(n.state != "down" and not n.flags & {"NOT_RESPONDING", "REBOOT_ISSUED"} for n in placed)
         if (
             len(placed) == len(names)
             and alive
-            and all(self._fits(n, spec) for n in placed)
+            and all(self._fits(n, job.spec) for n in placed)
             and ends > self._now
         ):
             job.state = "RUNNING"
@@ -639,6 +617,31 @@ class SimulatedCluster:
         )
         job.state, job.end_time, job.exit_code, job.reason = "CANCELLED", end, 128 + 15, reason
         return "ended"
+
+    def _remembered_job(self, info: JobInfo, script: str) -> _Job:
+        count = max(1, info.node_count or 1)
+        partition = info.partition if info.partition in self._partitions else None
+        partition = partition or next((p.name for p in self._partitions.values() if p.is_default), "")
+        spec = JobSpec(
+            name=info.name, script=script or "#!/bin/bash\n", tag=info.tag or f"restored-{info.job_id}",
+            partition=partition, account=info.account, nodes=count, gpus=info.gpus, gpu_type=info.gpu_type,
+            cpus_per_task=max(1, (info.cpus or count) // count), time_limit_minutes=info.time_limit_minutes,
+            work_dir=info.work_dir, output=info.stdout_path,
+        )  # fmt: skip
+        plan = script_plan(spec.script, random.Random(info.job_id))
+        submitted = info.submit_time or self._now
+        return self._new_job(
+            info.job_id, spec, info.user or "", plan, partition=partition, submit_time=submitted
+        )
+
+    def _file_text(self, content: str | tuple[JobInfo, str]) -> str:
+        """A stored output file's text; a restored finished job's is written as its run printed it."""
+        if isinstance(content, str):
+            return content
+        info, script = content
+        job = self._remembered_job(info, script)
+        job.start_time, job.nodes = info.start_time, [x for x in info.nodes.split(",") if x]
+        return "".join(x + "\n" for x in [*self._start_lines(job), *self._end_lines(job, info)])
 
     @staticmethod
     def _end_lines(job: _Job, info: JobInfo) -> list[str]:
@@ -862,7 +865,9 @@ class SimulatedCluster:
             if j is None:
                 if job_id not in self._files:
                     raise TerminalError(f"no such job: {job_id}")
-                owner, path, text = self._files[job_id]
+                owner, path, content = self._files[job_id]
+                text = self._file_text(content)
+                self._files[job_id] = (owner, path, text)
             else:
                 owner, path = j.user, self._job_info(j).stdout_path or ""
                 text = "".join(line + "\n" for line in j.output)
