@@ -8,7 +8,8 @@ case "$role" in
   web)
     # migrate, seed, and point h100-pod at the Slurm whose env file LAB_ENV_FILE names (if it exists)
     python manage.py stack_prepare --lab-env "${LAB_ENV_FILE:-}" --cluster h100-pod
-    exec uvicorn portal.asgi:application --host 0.0.0.0 --port 8000 --workers "${WEB_WORKERS:-2}" --timeout-worker-healthcheck 30 --proxy-headers
+    # --no-proxy-headers: the portal reads X-Forwarded-For itself, from PORTAL_TRUSTED_PROXIES only
+    exec uvicorn portal.asgi:application --host 0.0.0.0 --port 8000 --workers "${WEB_WORKERS:-2}" --timeout-worker-healthcheck 30 --no-proxy-headers
     ;;
   worker)
     export PORTAL_WORKER_HEARTBEAT_FILE=/tmp/rackpilot-worker.alive
