@@ -54,6 +54,8 @@ class ClusterSerializer(PortalModelSerializer):
             "last_sync_at",
             "last_sync_ok_at",
             "last_sync_error",
+            "sync_failing_since",
+            "last_sync_warnings",
             "stale",
             "node_count",
             *STAMPS,
