@@ -189,10 +189,17 @@ def test_the_outage_is_shown_on_the_overview_and_the_cluster_page(
     )
     client.force_login(readonly_user)
     client.cookies["django_language"] = language
-    when = timezone.localtime(since).strftime("%Y-%m-%d %H:%M:%S UTC")
+    local = timezone.localtime(since)
+    iso, exact = local.isoformat(timespec="seconds"), local.strftime("%Y-%m-%d %H:%M:%S")
+    if language == "zh-hans":
+        exact = f"{local.year}年{local.month}月{local.day}日 {local:%H:%M:%S}"
+    ago = (
+        f'<time datetime="{iso}" title="{exact}">'
+        + {"en": "12\xa0minutes ago", "zh-hans": "12\xa0分钟前"}[language]
+    )
     expected = {
-        "en": f"Stale data: Slurm unreachable since {when} (12\xa0minutes ago)",
-        "zh-hans": f"数据已过期： Slurm 自 {when} 起无法访问（12\xa0分钟前）",
+        "en": f"Stale data: Slurm unreachable since {exact} ({ago}</time>)",
+        "zh-hans": f"数据已过期： Slurm 自 {exact} 起无法访问（{ago}</time>）",
     }[language]
     error = ': <span class="sync-error">sinfo: Slurm reported: Unspecified error</span>'
     for url in (reverse("home"), reverse("inventory:cluster", args=[lab_like.pk])):
