@@ -35,8 +35,10 @@ def cluster(db) -> Cluster:
     return cluster
 
 
-#: the tests that exercise the generic (bulk_create / bulk_update) path when run on SQLite
-GENERIC = "round_trip or converges or same_number_of_queries"
+#: the tests that exercise the generic (bulk_create / bulk_update) path when run on SQLite. The
+#: constant query counts are PostgreSQL's (one statement per table): SQLite's bulk_update splits
+#: rows into batches by its parameter limit, so its count grows with the rows (the demo's scale).
+GENERIC = "round_trip or converges"
 
 
 def test_the_generic_path_runs_on_sqlite_the_demos_database(tmp_path) -> None:
@@ -51,7 +53,7 @@ def test_the_generic_path_runs_on_sqlite_the_demos_database(tmp_path) -> None:
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert re.search(r"^3 passed, \d+ deselected", proc.stdout, re.M), proc.stdout[-1000:]
+    assert re.search(r"^2 passed, \d+ deselected", proc.stdout, re.M), proc.stdout[-1000:]
 
 
 def _job(job_id: int, state: str = "RUNNING", **kw) -> JobInfo:
