@@ -177,8 +177,9 @@ def test_slurm_warnings_are_kept_and_shown_but_do_not_fail_the_sync(lab_like, ad
 
 
 @pytest.mark.parametrize("language", ["en", "zh-hans"])
+@pytest.mark.parametrize("role", ["operator", "researcher"])
 def test_the_outage_is_shown_on_the_overview_and_the_cluster_page(
-    lab_like, readonly_user, client, language
+    lab_like, make_user, client, language, role
 ) -> None:
     # given a cluster whose syncs have failed for 12 minutes
     since = timezone.now() - timedelta(minutes=12)
@@ -187,7 +188,7 @@ def test_the_outage_is_shown_on_the_overview_and_the_cluster_page(
         last_sync_at=timezone.now(),
         last_sync_error="sinfo: Slurm reported: Unspecified error",
     )
-    client.force_login(readonly_user)
+    client.force_login(make_user("u", role))
     client.cookies["django_language"] = language
     local = timezone.localtime(since)
     iso, exact = local.isoformat(timespec="seconds"), local.strftime("%Y-%m-%d %H:%M:%S")
@@ -201,7 +202,12 @@ def test_the_outage_is_shown_on_the_overview_and_the_cluster_page(
         "en": f"Stale data: Slurm unreachable since {exact} ({ago}</time>)",
         "zh-hans": f"数据已过期： Slurm 自 {exact} 起无法访问（{ago}</time>）",
     }[language]
-    error = ': <span class="sync-error">sinfo: Slurm reported: Unspecified error</span>'
+    # the error text names hosts and accounts: operators read it, researchers read that they can
+    error = {
+        "operator": ': <span class="sync-error">sinfo: Slurm reported: Unspecified error</span>',
+        "researcher": {"en": "; operators see why.", "zh-hans": "; 运维人员可查看原因。"}[language],
+    }[role]
     for url in (reverse("home"), reverse("inventory:cluster", args=[lab_like.pk])):
         page = client.get(url).content.decode()
         assert f"{expected}{error}</p>" in page, url
+        assert ("Unspecified error" in page) is (role == "operator"), url

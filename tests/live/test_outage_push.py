@@ -37,7 +37,7 @@ class _Empty:
         return []
 
 
-def test_an_outage_and_its_end_are_pushed_to_the_overview(rig: dict[str, Any], readonly_user: Any) -> None:
+def test_an_outage_and_its_end_are_pushed_to_the_overview(rig: dict[str, Any], operator_user: Any) -> None:
     from channels.testing.websocket import WebsocketCommunicator
     from django.test import Client
 
@@ -45,7 +45,7 @@ def test_an_outage_and_its_end_are_pushed_to_the_overview(rig: dict[str, Any], r
     from portal.asgi import application
 
     client = Client()
-    client.force_login(readonly_user)
+    client.force_login(operator_user)
     cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
     cluster = rig["cluster"]
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('inventory', '0003_fabric_fabricmember_readinesscheck'),
+        ('inventory', '0004_cluster_see_infrastructure_permission'),
     ]
 
     operations = [
