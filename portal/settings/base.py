@@ -310,6 +310,8 @@ PORTAL_SLURM_COMMAND_TIMEOUT = env_int("PORTAL_SLURM_COMMAND_TIMEOUT", 60)
 PORTAL_SIMULATOR_REALTIME = env_bool(
     "PORTAL_SIMULATOR_REALTIME", True
 )  # demo simulator follows the wall clock
+# a new simulator continues what the database holds for its cluster (jobs.backends; on in the demo)
+PORTAL_SIMULATOR_CONTINUE = env_bool("PORTAL_SIMULATOR_CONTINUE", False)
 
 # Telemetry (monitoring app): retention per resolution, partitions, collection, energy and cost.
 PORTAL_TELEMETRY_RAW_RETENTION_DAYS = env_int("PORTAL_TELEMETRY_RAW_RETENTION_DAYS", 7)
