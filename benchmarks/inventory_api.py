@@ -1,6 +1,6 @@
 """Inventory API and page speed on a large inventory (issue 2).
 
-Loads 1,000 nodes, 8,000 cards, 32,000 ports and 16,000 cables into the database `rackpilot_bench_inventory`
+Loads 1,000 nodes, 8,000 cards, 32,000 ports and 16,000 cables into the database `rackpilot_bench_inventory` (or TEST_DATABASE_NAME)
 (once; reused on later runs), then measures server time in-process (Django test client: everything but the
 network) and the queries each request issues.
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import measure, row, setup_django  # noqa: E402
+from benchmarks.common import bench_args, measure, row, setup_django  # noqa: E402
 
 NODES, CARDS_PER_NODE, PORTS_PER_CARD = 1000, 8, 4
 
@@ -99,6 +99,7 @@ def load() -> None:
 
 
 def main() -> None:
+    bench_args(__doc__, "rackpilot_bench_inventory")
     setup_django("rackpilot_bench_inventory")
     load()
     from django.contrib.auth.models import User
