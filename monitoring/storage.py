@@ -124,8 +124,14 @@ class PartitionMissing(Exception):
     """The daily partition of some rows does not exist (dropped since this process checked)."""
 
 
+class SamplesRepeated(Exception):
+    """Some rows repeat a (series, ts) already stored (the unique index refused the write); the
+    transaction (or savepoint) is aborted: write the batch again with :func:`samples_merge`."""
+
+
 def samples_write(rows: Sequence[SampleRow], day: dt.date | None = None) -> None:
-    """Append raw samples (partitions must exist: see :func:`partitions_ensure`).
+    """Append raw samples (partitions must exist: see :func:`partitions_ensure`); one sample per
+    (series, ts) and batch. A row that repeats a stored one raises :class:`SamplesRepeated`.
 
     ``day``: all rows fall in this UTC day; PostgreSQL then copies straight into its partition
     (no per-row routing, one partition's indexes opened), which is what a 1,000-sample batch needs.
@@ -147,14 +153,54 @@ def samples_write(rows: Sequence[SampleRow], day: dt.date | None = None) -> None
                         copy.write_row(row)
             except (IntegrityError, ProgrammingError) as exc:
                 # 23514: no partition for a row; 42P01: the partition copied into is gone
-                if getattr(exc.__cause__, "sqlstate", None) in ("23514", "42P01"):
+                state = getattr(exc.__cause__, "sqlstate", None)
+                if state in ("23514", "42P01"):
                     raise PartitionMissing(str(exc)) from exc
+                if state == "23505":
+                    raise SamplesRepeated(str(exc)) from exc
                 raise
         else:
-            cur.executemany(
-                f"INSERT INTO {SAMPLE_TABLE} (ts, series_id, value) VALUES (%s, %s, %s)",
-                [(_db_value(ts), sid, v) for ts, sid, v in rows],
-            )
+            try:
+                cur.executemany(
+                    f"INSERT INTO {SAMPLE_TABLE} (ts, series_id, value) VALUES (%s, %s, %s)",
+                    [(_db_value(ts), sid, v) for ts, sid, v in rows],
+                )
+            except IntegrityError as exc:
+                raise SamplesRepeated(str(exc)) from exc
+
+
+_MERGE_PG = f"""
+INSERT INTO {SAMPLE_TABLE} (ts, series_id, value)
+SELECT ts, series_id, value FROM unnest(%b::timestamptz[], %b::int4[], %b::float8[]) AS i (ts, series_id, value)
+ON CONFLICT (series_id, ts) DO NOTHING RETURNING series_id, ts
+"""
+
+
+def samples_merge(rows: Sequence[SampleRow]) -> set[tuple[int, dt.datetime]]:
+    """Append the rows whose (series, ts) is not stored yet; the stored sample stays as it was.
+    Returns the (series_id, ts) written. The slow path of a batch that repeats stored samples (an
+    agent resending after a timeout): PostgreSQL settles concurrent writers of one sample with
+    ON CONFLICT; SQLite (the demo, one writer) reads what is there first."""
+    if not rows:
+        return set()
+    if is_postgres():
+        connection.ensure_connection()
+        params = [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]]
+        with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cur:
+            cur.execute(_MERGE_PG, params, binary=True)
+            return {(int(sid), ts) for sid, ts in cur.fetchall()}
+    from monitoring.models import Sample
+
+    stored = set(
+        Sample.objects.filter(
+            series_id__in={r[1] for r in rows},
+            ts__gte=min(r[0] for r in rows),
+            ts__lte=max(r[0] for r in rows),
+        ).values_list("series_id", "ts")
+    )
+    fresh = [r for r in rows if (r[1], r[0]) not in stored]
+    samples_write(fresh)
+    return {(r[1], r[0]) for r in fresh}
 
 
 # PostgreSQL: one statement, the rows as three binary arrays: update the existing rows in place
