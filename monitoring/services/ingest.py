@@ -388,7 +388,7 @@ def _ingest_atomic(
     nested: bool = False,
     merge: bool = False,
 ) -> IngestReport:
-    from monitoring.services.alerts import alert_rules_by_metric, alerts_evaluate
+    from monitoring.services.alerts import alert_rules_by_metric, alerts_evaluate, alerts_plan
 
     report = IngestReport()
     with transaction.atomic():
@@ -443,9 +443,13 @@ def _ingest_atomic(
                     stateful.append((info[0], item))  # type: ignore[index]
         events = _store_events([*parsed_events, *_derived_events(stateful)], default_host)
         report.events = len(events)
-        # before the latest values move: stall rules compare with the previous value
-        alert_ids = alerts_evaluate(series, watched, events, now=now)
-        storage.latest_upsert([(sid, ts, value) for sid, (ts, value) in latest.items()])
+        # what the alert rules need is read as of before the latest values move (stall rules
+        # compare with the previous value), in the latest-value upsert's round trip
+        plan = alerts_plan(series)
+        read = storage.latest_upsert(
+            [(sid, ts, value) for sid, (ts, value) in latest.items()], reads=plan.reads
+        )
+        alert_ids = alerts_evaluate(series, watched, events, now=now, plan=plan, read=read)
         report.alert_ids = sorted(alert_ids)
         node_ids = {it[3][1] for it in items} | {e.node_id for e in events}  # type: ignore[index]
         card_ids = {it[3][2] for it in items} - {None}  # type: ignore[index]

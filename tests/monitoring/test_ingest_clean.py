@@ -316,3 +316,27 @@ def test_series_times_beyond_a_datetime_are_400(api: APIClient, params: dict[str
     resp = api.get("/api/monitoring/series/", {"metric": "temperature_c", "card": "1", **params})
     assert resp.status_code == 400
     assert resp.json() == {"detail": detail}
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_columns_packed_as_binary_arrays_arrive_as_sent(inv: Any) -> None:
+    # given series and times with microseconds, other offsets, negative and large values
+    node = inv.node("gpu01")
+    a, b = (Series.objects.create(node=node, metric=m) for m in ("voltage_v", "energy_j"))
+    plus2 = dt.timezone(dt.timedelta(hours=2))
+    t1 = dt.datetime(2026, 6, 1, 12, 0, 0, 123456, tzinfo=plus2)
+    t0 = dt.datetime(1999, 12, 31, 23, 59, 59, 999999, tzinfo=dt.UTC)  # before PostgreSQL's epoch
+    # when they are merged into the samples and upserted as latest values
+    storage.partitions_ensure([t1.astimezone(dt.UTC).date(), t0.date()])
+    written = storage.samples_merge([(t1, a.pk, -12.25), (t0, b.pk, 1.8e19)])
+    storage.latest_upsert([(a.pk, t1, -12.25), (b.pk, t0, 1.8e19)])
+    # then the database holds exactly those
+    assert written == {(a.pk, t1), (b.pk, t0)}
+    assert sorted(Sample.objects.values_list("series_id", "ts", "value")) == [
+        (a.pk, t1, -12.25),
+        (b.pk, t0, 1.8e19),
+    ]
+    assert sorted(LatestValue.objects.values_list("series_id", "ts", "value")) == [
+        (a.pk, t1, -12.25),
+        (b.pk, t0, 1.8e19),
+    ]
