@@ -37,9 +37,8 @@ def bench_args(doc: str | None, default_db: str, argv: Sequence[str] | None = No
 
 
 def setup_django(db_name: str) -> None:
-    """Point Django at a benchmark database (created and migrated if missing); ``db_name`` is the
-    default, ``TEST_DATABASE_NAME`` wins."""
-    db_name = bench_db_name(db_name)
+    """Point Django at a benchmark database (created and migrated if missing); callers name it
+    with :func:`bench_db_name`."""
     sys.path.insert(0, str(ROOT))
     base = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432")
     os.environ["DATABASE_URL"] = f"{base.rstrip('/')}/{db_name}"

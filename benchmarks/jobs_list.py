@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 
-from common import bench_parser, measure, row, setup_django
+from common import bench_db_name, bench_parser, measure, row, setup_django
 
 
 def fill(n_jobs: int) -> None:
@@ -67,7 +67,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
-    setup_django("rackpilot_bench_jobs")
+    setup_django(bench_db_name("rackpilot_bench_jobs"))
     from django.contrib.auth.models import User
     from django.db import connection
     from django.test import Client

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import bench_args, measure, row, setup_django  # noqa: E402
+from benchmarks.common import bench_args, bench_db_name, measure, row, setup_django  # noqa: E402
 
 N = 512
 
@@ -55,7 +55,7 @@ def build(name: str, template: str, params: dict) -> object:
 
 def main() -> None:
     bench_args(__doc__, "rackpilot_bench_topology")
-    setup_django("rackpilot_bench_topology")
+    setup_django(bench_db_name("rackpilot_bench_topology"))
     from django.contrib.auth.models import User
     from django.db import connection
     from django.test import Client
