@@ -13,6 +13,7 @@ import datetime as dt
 import re
 import struct
 from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from itertools import chain, repeat
 from typing import Any
 
@@ -324,7 +325,8 @@ def latest_upsert(
     update = psycopg.Cursor(pg)
     try:
         with connection.wrap_database_errors:
-            with pg.pipeline():
+            # a libpq older than 14 has no pipeline mode: the same statements, one trip each
+            with pg.pipeline() if psycopg.Pipeline.is_supported() else nullcontext():
                 for reader, (sql, qparams) in zip(readers, queries, strict=True):
                     reader.execute(sql, qparams)
                 if rows:
