@@ -218,6 +218,8 @@ def _columns_checked(
 ) -> list[Item] | None:
     """The batch validated column by column (each check one pass over one field, the distinct
     times, cards and hosts parsed once); ``None`` when any check fails."""
+    if not samples:
+        return []
     try:
         if not all(type(s) is dict for s in samples):
             return None

@@ -296,6 +296,8 @@ def test_the_endpoint_answers_400_for_overflowing_times_and_bad_values(inv: Any,
     resp = client.post(URL, data=[_s("gpu01", "node_power_w", -500, timezone.now())], format="json")
     assert resp.status_code == 400
     assert resp.json()["errors"] == ["[0] node_power_w = -500 W is outside the plausible range 0 .. 100000 W"]
+    empty = client.post(URL, data=[], format="json")
+    assert (empty.status_code, empty.json()["stored"]) == (202, 0)
     resp = client.post(URL, data="[" * 50_000, content_type="application/json")
     assert resp.status_code == 400
     assert resp.json()["detail"].startswith("Malformed JSON")
