@@ -193,7 +193,8 @@ def _when(raw: str | None, default: dt.datetime) -> dt.datetime:
     parsed = parse_datetime(raw.replace(" ", "+"))
     if parsed is None:
         raise ValueError(_("not a time: %(v)r (ISO 8601, epoch seconds or now-<n><s|m|h|d>)") % {"v": raw})
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+    # in UTC: ISO 8601 allows offsets PostgreSQL refuses (-21:31)
+    return parsed.astimezone(dt.UTC) if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 class SeriesView(APIView):

@@ -1,4 +1,5 @@
-"""The API's filter backend: django-filter, with a yes/no filter given something else refused (400).
+"""The API's filter backend: django-filter, with a yes/no filter given something else refused (400),
+and times compared in UTC.
 
 django-filter reads `?enabled=maybe` as "no filter" and answers every row; a script that misspelt the
 value would take the unfiltered answer for the filtered one.
@@ -6,6 +7,7 @@ value would take the unfiltered answer for the filtered one.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import django_filters as df
@@ -28,4 +30,10 @@ class FilterBackend(DjangoFilterBackend):
             }
             if errors:
                 raise serializers.ValidationError(errors)
+            if filterset.is_valid():
+                # ISO 8601 allows offsets PostgreSQL refuses (-21:31): compare in UTC
+                data = filterset.form.cleaned_data
+                for name, value in data.items():
+                    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+                        data[name] = value.astimezone(dt.UTC)
         return filterset
