@@ -69,9 +69,7 @@ class _InTestTransaction:
 
     def __call__(self, environ: Any, start_response: Any) -> Any:
         from django.core import signals
-        from django.db import close_old_connections
-
-        from django.db import transaction
+        from django.db import close_old_connections, transaction
 
         signals.request_started.disconnect(close_old_connections)
         signals.request_finished.disconnect(close_old_connections)
