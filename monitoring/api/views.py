@@ -72,20 +72,17 @@ NVIDIA_SMI_EXAMPLE = (
 )
 INGEST_EXAMPLES = [
     OpenApiExample(
-        "JSON samples",
+        "JSON samples (a list; one shown)",
         request_only=True,
         media_type="application/json",
-        value=[
-            {
-                "node": "gpu01",
-                "card": "GPU-5e1f0c2a-77aa-4c1e-9d0b-1f2e3d4c5b6a",
-                "metric": "temperature_c",
-                "value": 41.0,
-                "ts": "2026-12-01T09:00:00Z",
-            },
-            {"node": "gpu01", "metric": "node_power_w", "value": 5230.0},
-        ],
-    ),  # fmt: skip
+        value={
+            "node": "gpu01",
+            "card": "GPU-5e1f0c2a-77aa-4c1e-9d0b-1f2e3d4c5b6a",
+            "metric": "temperature_c",
+            "value": 41.0,
+            "ts": "2026-12-01T09:00:00Z",
+        },
+    ),
     OpenApiExample(
         "nvidia-smi CSV (?format=nvidia-smi-csv&node=gpu01)",
         request_only=True,

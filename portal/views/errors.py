@@ -8,6 +8,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.translation import gettext as _
 from django.views import defaults
 
+READABLE = {"ensure_ascii": False}  # UTF-8 text, as DRF answers
+
 
 def _is_api(request: HttpRequest) -> bool:
     return request.path.startswith("/api/")
@@ -16,7 +18,7 @@ def _is_api(request: HttpRequest) -> bool:
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """404 for a URL no route matches (a route's own 404s come from its view)."""
     if _is_api(request):
-        return JsonResponse({"detail": _("Not found.")}, status=404)
+        return JsonResponse({"detail": _("Not found.")}, status=404, json_dumps_params=READABLE)
     return defaults.page_not_found(request, exception)  # type: ignore[arg-type]
 
 
