@@ -62,6 +62,12 @@ class Cluster(ChangeLoggedModel):
 
     class Meta:
         ordering = ["name"]
+        permissions = [
+            (
+                "see_infrastructure",
+                _("Can see how the portal reaches the hardware (SSH hosts, accounts, keys, BMC addresses)"),
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name
