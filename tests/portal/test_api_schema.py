@@ -47,7 +47,7 @@ def test_every_operation_declares_its_authentication_and_error_answers(schema: d
                 assert "400" in op["responses"], (method, path)
     ingest = schema["paths"]["/api/monitoring/ingest/"]["post"]
     assert ingest["security"] == [{"nodeTokenAuth": []}, {"tokenAuth": []}, {"cookieAuth": []}]
-    assert sorted(ingest["responses"]) == ["202", "400", "401", "403", "413"]
+    assert sorted(ingest["responses"]) == ["202", "400", "401", "403", "413", "415"]
     assert sorted(ingest["requestBody"]["content"]) == ["application/json", "text/plain"]
 
 
