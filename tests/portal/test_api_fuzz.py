@@ -194,6 +194,6 @@ def test_schemathesis_finds_no_server_error_and_no_schema_mismatch(role: str, ma
         f"failures {dict(figures['failures']) or 0}"
     )
     print("\n\n".join(figures["details"]))
-    assert figures["cases"] > 300
+    assert figures["cases"] >= 250 * EXAMPLES  # about 140 operations x 2 modes
     assert figures["details"] == []
     assert figures["server_errors"] == 0
