@@ -12,7 +12,9 @@ from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
-from rest_framework import mixins, permissions, status, viewsets
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.decorators import action
 from rest_framework.negotiation import DefaultContentNegotiation
@@ -22,6 +24,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from monitoring import selectors, services
+from monitoring.api import shapes
 from monitoring.api.authentication import NodeTokenAuthentication
 from monitoring.api.serializers import AlertRuleSerializer, AlertSerializer, EventSerializer
 from monitoring.filters import AlertFilterSet
@@ -29,6 +32,7 @@ from monitoring.models import Alert, AlertRule, Event, NodeToken
 from monitoring.parsers import FORMATS
 from portal.api.authentication import TokenAuthentication
 from portal.api.permissions import HasPerm
+from portal.api.schema import ErrorDetailSerializer
 from portal.api.viewsets import PortalModelViewSet
 from portal.jsonsafe import json_loads
 from portal.models import APIToken
@@ -148,6 +152,59 @@ class JSONOnlyNegotiation(DefaultContentNegotiation):
         return first, first.media_type
 
 
+NVIDIA_SMI_EXAMPLE = (
+    "0, GPU-5e1f0c2a-77aa-4c1e-9d0b-1f2e3d4c5b6a, 00000000:3B:00.0, NVIDIA H100 80GB HBM3, 41, 38, 68.40, "
+    "700.00, 0, 3, 81559, 0, 1980, 2619, 5, 16, [N/A], 0, 0, 0x0000000000000001\n"
+)
+INGEST_EXAMPLES = [
+    OpenApiExample(
+        "JSON samples (a list; one shown)",
+        request_only=True,
+        media_type="application/json",
+        value={
+            "node": "gpu01",
+            "card": "GPU-5e1f0c2a-77aa-4c1e-9d0b-1f2e3d4c5b6a",
+            "metric": "temperature_c",
+            "value": 41.0,
+            "ts": "2026-12-01T09:00:00Z",
+        },
+    ),
+    OpenApiExample(
+        "nvidia-smi CSV (?format=nvidia-smi-csv&node=gpu01)",
+        request_only=True,
+        media_type="text/plain",
+        value=NVIDIA_SMI_EXAMPLE,
+    ),
+    OpenApiExample(
+        "tt-smi snapshot JSON (?format=tt-smi&node=rig01)",
+        request_only=True,
+        media_type="text/plain",
+        value='{"time": "2026-12-01T09:00:00", "host_info": {"Hostname": "rig01"}, "device_info": [...]}',
+    ),
+    OpenApiExample(
+        "dcgm-exporter metrics (?format=dcgm-exporter&node=gpu07)",
+        request_only=True,
+        media_type="text/plain",
+        value="# TYPE DCGM_FI_DEV_GPU_TEMP gauge\n"
+        'DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-5e1f0c2a-77aa",Hostname="gpu07"} 41\n',
+    ),
+    OpenApiExample(
+        "Stored",
+        response_only=True,
+        status_codes=["202"],
+        value={
+            "stored": 20,
+            "events": 0,
+            "skipped": 0,
+            "series_created": 0,
+            "unknown_cards": [],
+            "problems": [],
+            "alerts": [],
+        },
+    ),  # fmt: skip
+]
+
+
 class IngestView(APIView):
     """POST JSON samples (application/json), or a raw tool output with `?format=<name>&node=<hostname>`
     (text/plain, or the tool's own type: see GET).
@@ -161,9 +218,47 @@ class IngestView(APIView):
     permission_classes = [CanIngest]
     content_negotiation_class = JSONOnlyNegotiation
 
+    @extend_schema(
+        responses=inline_serializer(
+            "IngestFormats",
+            {
+                "json": serializers.DictField(),
+                "formats": serializers.ListField(child=serializers.DictField()),
+                "max_body_bytes": serializers.IntegerField(),
+            },
+        )
+    )
     def get(self, request: Request) -> Response:
         return Response(ingest_formats())
 
+    @extend_schema(
+        parameters=shapes.INGEST_PARAMETERS,
+        request={
+            "application/json": shapes.SampleSerializer(many=True),
+            "text/plain": OpenApiTypes.STR,
+        },
+        responses={
+            202: shapes.IngestReportSerializer,
+            400: shapes.IngestErrorSerializer,
+            413: OpenApiResponse(
+                inline_serializer(
+                    "IngestTooLarge", {"detail": serializers.CharField(), "limit": serializers.IntegerField()}
+                ),
+                description="The body is larger than PORTAL_TELEMETRY_MAX_BODY_BYTES.",
+            ),
+            415: OpenApiResponse(
+                inline_serializer(
+                    "IngestUnsupportedType",
+                    {
+                        "detail": serializers.CharField(),
+                        "accepted": serializers.ListField(child=serializers.CharField()),
+                    },
+                ),
+                description="The Content-Type does not fit the body (`accepted` lists those that do).",
+            ),
+        },
+        examples=INGEST_EXAMPLES,
+    )
     def post(self, request: Request) -> Response:
         token_node = request.auth.node.hostname if isinstance(request.auth, NodeToken) else None
         fmt = request.query_params.get("format")
@@ -223,7 +318,8 @@ def _when(raw: str | None, default: dt.datetime) -> dt.datetime:
         raise ValueError(_("time out of range: %(v)r") % {"v": raw[:40]}) from None
     if parsed is None:
         raise ValueError(_("not a time: %(v)r (ISO 8601, epoch seconds or now-<n><s|m|h|d>)") % {"v": raw})
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
+    # in UTC: ISO 8601 allows offsets PostgreSQL refuses (-21:31)
+    return parsed.astimezone(dt.UTC) if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
 class SeriesView(APIView):
@@ -231,6 +327,32 @@ class SeriesView(APIView):
 
     permission_classes = [HasPerm.of("monitoring.view_sample")]
 
+    @extend_schema(
+        parameters=shapes.SERIES_PARAMETERS,
+        responses={200: shapes.SeriesResultSerializer, 400: ErrorDetailSerializer},
+        examples=[
+            OpenApiExample(
+                "A card's temperature, last 6 hours, 5-minute points",
+                response_only=True,
+                value={
+                    "resolution": "1m",
+                    "step": 300,
+                    "from": "2026-12-01T03:00:00+00:00",
+                    "to": "2026-12-01T09:00:00+00:00",
+                    "series": [
+                        {
+                            "id": 17,
+                            "node": "gpu01",
+                            "card": 3,
+                            "card_ref": "GPU-5e1f0c2a-77aa-4c1e-9d0b-1f2e3d4c5b6a",
+                            "labels": "",
+                            "points": [[1796094000, 40.0, 41.2, 43.0]],
+                        }
+                    ],
+                },
+            )
+        ],
+    )
     def get(self, request: Request) -> Response:
         q = request.query_params
         now = timezone.now()
@@ -262,6 +384,7 @@ class LatestView(APIView):
 
     permission_classes = [HasPerm.of("monitoring.view_latestvalue")]
 
+    @extend_schema(parameters=shapes.LATEST_PARAMETERS, responses=shapes.LatestValueSerializer(many=True))
     def get(self, request: Request) -> Response:
         q = request.query_params
         qs = selectors.latest_value_list(node=q.get("node"), card=q.get("card"), metric=q.get("metric"))
@@ -316,10 +439,12 @@ class AlertViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Ge
             return Response({"detail": exc.messages[0]}, status=status.HTTP_403_FORBIDDEN)
         return Response(AlertSerializer(alert, context={"request": request}).data)
 
+    @extend_schema(request=None, responses={200: AlertSerializer, 403: ErrorDetailSerializer}, filters=False)
     @action(detail=True, methods=["post"], permission_classes=[HasPerm.of("monitoring.acknowledge_alert")])
     def acknowledge(self, request: Request, pk: str | None = None) -> Response:
         return self._transition(request, services.alert_acknowledge)
 
+    @extend_schema(request=None, responses={200: AlertSerializer, 403: ErrorDetailSerializer}, filters=False)
     @action(detail=True, methods=["post"], permission_classes=[HasPerm.of("monitoring.acknowledge_alert")])
     def resolve(self, request: Request, pk: str | None = None) -> Response:
         return self._transition(request, services.alert_resolve)
@@ -339,6 +464,10 @@ class EnergyView(APIView):
 
     permission_classes = [HasPerm.of("monitoring.view_jobenergy")]
 
+    @extend_schema(
+        parameters=shapes.ENERGY_PARAMETERS,
+        responses={200: shapes.EnergyRowSerializer(many=True), 400: ErrorDetailSerializer},
+    )
     def get(self, request: Request) -> Response:
         try:
             rows = selectors.job_energy_summary(

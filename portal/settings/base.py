@@ -197,10 +197,10 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
+        "portal.api.filtering.FilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "portal.api.schema.PortalAutoSchema",
     "EXCEPTION_HANDLER": "portal.api.exceptions.exception_handler",
 }
 
@@ -216,8 +216,27 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
+        "portal.api.schema.postprocess_empty_query_values",
         "portal.api.schema.infrastructure_fields_optional",
     ],
+    # the contract is JSON
+    "PARSER_WHITELIST": ["rest_framework.parsers.JSONParser"],
+    # one stable name per choice set (drf-spectacular would otherwise hash colliding `kind` fields)
+    "ENUM_NAME_OVERRIDES": {
+        "ActionKindEnum": "jobs.models.ActionKind",
+        "ActionStatusEnum": "jobs.models.ActionStatus",
+        "AuditActionEnum": "portal.models.AuditEntry.Action",
+        "AirflowEnum": "inventory.choices.Airflow",
+        "PortKindEnum": "inventory.choices.PortKind",
+        "CableKindEnum": "inventory.choices.CableKind",
+        "PowerConnectorEnum": "inventory.choices.LeadKind",
+        "SeverityEnum": "monitoring.models.Event.Severity",
+        "CheckStatusEnum": "inventory.api.shapes.CheckStatus",
+        "FindingSeverityEnum": "inventory.api.shapes.FindingSeverity",
+        "ReadinessStatusEnum": "inventory.models.readiness.ReadinessStatus",
+        "ReadinessKeyEnum": "inventory.models.readiness.ReadinessKey",
+        "ReadinessSourceEnum": "inventory.models.readiness.ReadinessCheck.Source",
+    },
 }
 
 CHANNEL_LAYERS = {
