@@ -105,9 +105,9 @@ def test_fabric_page_draws_the_link_by_its_telemetry(fabric: dict[str, Any], adm
 def test_a_link_going_down_is_pushed_to_the_fabric_page_once(
     fabric: dict[str, Any], readonly_user: Any
 ) -> None:
-    from portal.live import consumers
+    from inventory import live as inventory_live
 
-    consumers._fabric_links.clear()
+    inventory_live._fabric_links.clear()
     card_a, card_b = fabric["cards"]
     _link(card_a, "QSFP1", True)
     _link(card_b, "QSFP1", True)
