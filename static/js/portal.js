@@ -86,6 +86,14 @@
     return found || text("requestFailed", "The request was refused.") + " (" + xhr.status + ")";
   }
 
+  // With DEBUG on, django-htmx's helper (django-htmx.js, a document listener) replaces the whole
+  // page with any 400/403/404/500 response, form fragments included: the error path here is the
+  // only one, in development too (the traceback stays in the server's log and the Network tab).
+  document.documentElement.addEventListener("htmx:beforeOnLoad", function (e) {
+    var xhr = e.detail && e.detail.xhr;
+    if (xhr && xhr.status >= 400) e.stopPropagation();
+  });
+
   document.addEventListener("htmx:beforeSwap", function (e) {
     var xhr = e.detail.xhr;
     var status = xhr.status;
