@@ -151,6 +151,11 @@ def action_request(
     if kind == ActionKind.SUBMIT:
         if cluster is None:
             raise ValidationError({"cluster": [_("A cluster is required.")]})
+        missing = [key for key in ("name", "script") if not str(params.get(key) or "").strip()]
+        if missing:  # a 400 naming the field, not a TypeError (500)
+            raise ValidationError(
+                {"params": [_("%(field)s is required.") % {"field": f"params.{key}"} for key in missing]}
+            )
         return job_submit(user=user, cluster=cluster, **params)
     if kind in NODE_ACTION_KINDS:
         if node is None:
