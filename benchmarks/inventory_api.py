@@ -5,10 +5,15 @@ Loads 1,000 nodes, 8,000 cards, 32,000 ports and 16,000 cables into the database
 network) and the queries each request issues.
 
     .venv/bin/python benchmarks/inventory_api.py            # BENCH_DATABASE_URL=postgres://…@host:port
+    .venv/bin/python benchmarks/inventory_api.py --scale 10 # also 10x the inventory, in its own database,
+                                                            # and the ratio of each list's time to 1x
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -19,7 +24,7 @@ from benchmarks.common import measure, row, setup_django  # noqa: E402
 NODES, CARDS_PER_NODE, PORTS_PER_CARD = 1000, 8, 4
 
 
-def load() -> None:
+def load(scale: int = 1) -> None:
     from django.db import transaction
 
     from inventory.choices import CableKind, PortKind
@@ -36,14 +41,15 @@ def load() -> None:
         Site,
     )
 
-    if Node.objects.count() >= NODES:
+    nodes_wanted = NODES * scale
+    if Node.objects.count() >= nodes_wanted:
         return
     print("loading the inventory (once)…", flush=True)
     with transaction.atomic():
         site = Site.objects.create(name="bench")
         cluster = Cluster.objects.create(name="bench")
         racks = Rack.objects.bulk_create(
-            Rack(site=site, name=f"r{i}", u_height=42) for i in range(NODES // 40 + 1)
+            Rack(site=site, name=f"r{i}", u_height=42) for i in range(nodes_wanted // 40 + 1)
         )
         model = CardModel.objects.create(vendor="Tenstorrent", name="p150a", tdp_w=300)
         for i in range(1, PORTS_PER_CARD + 1):
@@ -51,8 +57,8 @@ def load() -> None:
                 card_model=model, name=f"QSFP{i}", kind=PortKind.QSFP_DD, speed_gbps=800
             )
         nodes = Node.objects.bulk_create(
-            Node(hostname=f"n{i:04d}", cluster=cluster, rack=racks[i // 40], position=1 + i % 40)
-            for i in range(NODES)
+            Node(hostname=f"n{i:05d}", cluster=cluster, rack=racks[i // 40], position=1 + i % 40)
+            for i in range(nodes_wanted)
         )
         cards = Card.objects.bulk_create(
             Card(
@@ -98,9 +104,13 @@ def load() -> None:
     )
 
 
-def main() -> None:
-    setup_django("rackpilot_bench_inventory")
-    load()
+# the lists whose cost must not grow with the inventory (issue 18): compared at 1x and at --scale
+SCALED = ("GET /api/inventory/nodes/?limit=100", "nodes list page (100 rows)")
+
+
+def run(scale: int, only_scaled: bool) -> dict[str, dict[str, float]]:
+    setup_django("rackpilot_bench_inventory" + (f"_x{scale}" if scale > 1 else ""))
+    load(scale)
     from django.contrib.auth.models import User
     from django.db import connection
     from django.test import Client
@@ -112,8 +122,12 @@ def main() -> None:
     user, _ = User.objects.get_or_create(username="bench", defaults={"is_superuser": True, "is_staff": True})
     client = Client()
     client.force_login(user)
+    out: dict[str, dict[str, float]] = {}
 
     def bench(label: str, url: str, runs: int = 15) -> None:
+        if only_scaled and label not in SCALED:
+            return
+
         def get() -> None:
             res = client.get(url)
             assert res.status_code == 200, (url, res.status_code)
@@ -121,9 +135,12 @@ def main() -> None:
         figures = measure(get, runs=runs)
         with CaptureQueriesContext(connection) as ctx:
             get()
-        row(label, figures, f"{len(ctx.captured_queries)} queries")
+        out[label] = {**figures, "queries": len(ctx.captured_queries)}
+        if not only_scaled:
+            row(label, figures, f"{len(ctx.captured_queries)} queries")
 
-    print("Inventory API, server time in-process (Django test client), PostgreSQL", flush=True)
+    if not only_scaled:
+        print("Inventory API, server time in-process (Django test client), PostgreSQL", flush=True)
     bench("GET /api/inventory/nodes/?limit=100", "/api/inventory/nodes/?limit=100")
     bench("GET /api/inventory/nodes/?limit=1000", "/api/inventory/nodes/?limit=1000")
     bench("nodes list page (100 rows)", "/inventory/nodes/?per_page=100")
@@ -132,6 +149,43 @@ def main() -> None:
     bench("GET /api/inventory/cables/?limit=1000", "/api/inventory/cables/?limit=1000")
     bench("GET /api/inventory/cables/?limit=100", "/api/inventory/cables/?limit=100")
     bench("GET /api/inventory/nodes/?limit=1000&brief=1", "/api/inventory/nodes/?limit=1000&brief=1")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--scale",
+        type=int,
+        default=1,
+        help="also measure the 100-row lists at this multiple of the inventory",
+    )
+    parser.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)  # one scale, JSON out
+    args = parser.parse_args()
+    if args.child:
+        print("RESULT " + json.dumps(run(args.child, only_scaled=True)), flush=True)
+        return
+    base = run(1, only_scaled=False)
+    if args.scale <= 1:
+        return
+    print(f"\nthe same lists at {args.scale}x the inventory (its own database; loaded once)", flush=True)
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", str(args.scale)], capture_output=True, text=True, check=True
+    )
+    for line in proc.stdout.splitlines():
+        if not line.startswith("RESULT "):
+            print(line, flush=True)
+            continue
+        scaled = json.loads(line.removeprefix("RESULT "))
+        for label in SCALED:
+            one, big = base[label], scaled[label]
+            row(
+                f"{label} @{args.scale}x",
+                big,
+                f"{int(big['queries'])} queries; {big['median_ms'] / one['median_ms']:.2f}x the 1x median",
+            )
 
 
 if __name__ == "__main__":

@@ -422,3 +422,60 @@ def power_what_if(
             ]
     after = node_power(node, measured_w=measured_w, extra=extra)
     return WhatIf(node, card_model, count, after["psus"], after["feeds"], findings)
+
+
+@dataclass(frozen=True)
+class PowerLimit:
+    """The draw a cluster may reach: the tighter of its feeds and its PSUs, each with its headroom and
+    redundancy (an A/B feed pair or an N+1 PSU set must carry the load with one of them lost)."""
+
+    feed_w: float | None
+    psu_w: float | None
+
+    @property
+    def limit_w(self) -> float | None:
+        known = [w for w in (self.feed_w, self.psu_w) if w is not None]
+        return min(known) if known else None
+
+    @property
+    def bound_by(self) -> str:
+        """ "feed" or "psu": which limit binds ("" when neither is known)."""
+        if self.limit_w is None:
+            return ""
+        return "feed" if self.feed_w is not None and self.feed_w == self.limit_w else "psu"
+
+
+def _redundant_total(capacities: list[float], all_redundant: bool) -> float:
+    if len(capacities) >= 2 and all_redundant:
+        return sum(capacities) - max(capacities)
+    return sum(capacities)
+
+
+def cluster_power_limits(
+    cluster_ids: Iterable[int], *, headroom_pct: float | None = None
+) -> dict[int, PowerLimit]:
+    """Per cluster, the usable power of its PSUs (per node, N+1 sets counted without their largest
+    member, derated by the headroom) and of the feeds those PSUs hang on (NetBox's available power, which
+    already holds the feed's maximum utilisation; redundant A/B feeds counted without the largest)."""
+    headroom = default_headroom_pct() if headroom_pct is None else headroom_pct
+    per_node: dict[tuple[int, int], list[tuple[float, bool]]] = defaultdict(list)
+    feeds: dict[int, dict[int, PowerFeed]] = defaultdict(dict)
+    feed_redundant: dict[int, bool] = defaultdict(lambda: True)
+    rows = PSU.objects.filter(node__cluster_id__in=list(cluster_ids)).select_related("feed", "node")
+    for psu in rows:
+        assert psu.node is not None
+        cid = psu.node.cluster_id or 0
+        per_node[(cid, psu.node_id or 0)].append((float(psu.capacity_w), psu.redundant))
+        if psu.feed is not None:
+            feeds[cid][psu.feed.pk] = psu.feed
+            feed_redundant[cid] = feed_redundant[cid] and psu.redundant
+    psu_w: dict[int, float] = defaultdict(float)
+    for (cid, _node), items in per_node.items():
+        total = _redundant_total([c for c, _r in items], all(r for _c, r in items))
+        psu_w[cid] += total * (100 - headroom) / 100
+    out: dict[int, PowerLimit] = {}
+    for cid in {c for c, _n in per_node}:
+        feed_caps = [float(f.available_power_w) for f in feeds[cid].values()]
+        feed_w = _redundant_total(feed_caps, feed_redundant[cid]) if feed_caps else None
+        out[cid] = PowerLimit(feed_w=feed_w, psu_w=psu_w[cid])
+    return out

@@ -125,8 +125,9 @@ def card_models() -> dict[str, CardModel]:
     gb10 = _upsert(
         CardModel,
         {"vendor": "NVIDIA", "name": "GB10"},
-        memory_gb=32,
-        memory_type="HBM3",
+        # the Grace Blackwell superchip shares 128 GB of LPDDR5X between its CPU and GPU
+        memory_gb=128,
+        memory_type="LPDDR5X",  # unified
         tflops_fp16=Decimal("200"),
         tdp_w=240,
         list_price=Decimal("4000"),
@@ -403,13 +404,7 @@ def seed_pod(models: dict[str, CardModel], chassis: dict[str, ChassisModel]) -> 
                 efficiency_pct=94,
             )
             _upsert(PowerLead, {"psu": psu, "name": "C19"}, kind=LeadKind.C19, node=node)
-        nic, _c = Port.objects.get_or_create(
-            node=node, card=None, name="ib0", defaults={"kind": PortKind.INFINIBAND, "speed_gbps": 400}
-        )
-        sw_port, _c = Port.objects.get_or_create(
-            node=switch, card=None, name=f"p{i}", defaults={"kind": PortKind.INFINIBAND, "speed_gbps": 400}
-        )
-        _cable(nic, sw_port, kind=CableKind.INFINIBAND, length_m=Decimal("3"), label=f"{host}-ib")
+        _dgx_ports(node, switch, i)
     for name in ("ib0",):
         for node in (login, nfs):
             nic, _c = Port.objects.get_or_create(
@@ -418,7 +413,7 @@ def seed_pod(models: dict[str, CardModel], chassis: dict[str, ChassisModel]) -> 
             sw_port, _c = Port.objects.get_or_create(
                 node=switch,
                 card=None,
-                name=f"p{10 if node is login else 11}",
+                name=f"p{33 if node is login else 34}",
                 defaults={"kind": PortKind.INFINIBAND, "speed_gbps": 400},
             )
             _cable(
@@ -426,6 +421,31 @@ def seed_pod(models: dict[str, CardModel], chassis: dict[str, ChassisModel]) -> 
             )
     seed_pod_fabric(cluster)
     return cluster
+
+
+def _dgx_ports(node: Node, switch: Node, index: int) -> None:
+    """A DGX H100's network as shipped: eight single-port ConnectX-7 (400G NDR, one per GPU, behind four
+    twin-port OSFP cages) cabled to the InfiniBand switch, two dual-port ConnectX-7 (QSFP112, 400G) for
+    storage, a 10GbE management port and the BMC's RJ45 port."""
+    for k in range(8):
+        nic, _c = Port.objects.get_or_create(
+            node=node, card=None, name=f"ib{k}", defaults={"kind": PortKind.INFINIBAND, "speed_gbps": 400}
+        )
+        sw_port, _c = Port.objects.get_or_create(
+            node=switch,
+            card=None,
+            name=f"p{(index - 1) * 8 + k + 1}",
+            defaults={"kind": PortKind.INFINIBAND, "speed_gbps": 400},
+        )
+        _cable(nic, sw_port, kind=CableKind.INFINIBAND, length_m=Decimal("3"), label=f"{node.hostname}-ib{k}")
+    for k in range(4):
+        Port.objects.get_or_create(
+            node=node, card=None, name=f"storage{k}", defaults={"kind": PortKind.QSFP56, "speed_gbps": 400}
+        )
+    for name, speed in (("mgmt0", 10), ("bmc", 1)):
+        Port.objects.get_or_create(
+            node=node, card=None, name=name, defaults={"kind": PortKind.ETHERNET, "speed_gbps": speed}
+        )
 
 
 def seed_desk(models: dict[str, CardModel], chassis: dict[str, ChassisModel]) -> Cluster:
@@ -529,8 +549,8 @@ def seed_pod_fabric(cluster: Cluster) -> Fabric:
         cluster,
         "star",
         members,
-        params={"oversubscription": 1},
-        description="InfiniBand NDR star around the QM9700",
+        params={"oversubscription": 1, "host_links": {f"gpu{i:02d}": 8 for i in range(1, 5)}},
+        description="InfiniBand NDR star around the QM9700 (eight compute rails per DGX)",
     )
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, Prefetch, QuerySet
+from django.db.models import Count, IntegerField, OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
 from inventory.models import (
     PSU,
@@ -48,10 +49,18 @@ def chassis_model_list() -> QuerySet[ChassisModel]:
     return ChassisModel.objects.all()
 
 
+def _cards_per(outer: str) -> Coalesce:
+    """The number of cards of the outer row, as a correlated subquery: computed only for the rows a page
+    returns (a JOIN with GROUP BY would aggregate every node's cards before LIMIT, and so would the
+    pagination's count)."""
+    counted = Card.objects.filter(**{outer: OuterRef("pk")}).order_by().values(outer).annotate(n=Count("pk"))
+    return Coalesce(Subquery(counted.values("n"), output_field=IntegerField()), 0)
+
+
 def node_list() -> QuerySet[Node]:
     return (
         Node.objects.select_related("cluster", "rack", "chassis")
-        .annotate(card_count=Count("cards"))
+        .annotate(card_count=_cards_per("node"))
         .order_by("hostname")
     )
 
@@ -70,7 +79,7 @@ def node_get(pk: int) -> Node:
 def card_model_list() -> QuerySet[CardModel]:
     return (
         CardModel.objects.prefetch_related("port_templates")
-        .annotate(card_count=Count("cards"))
+        .annotate(card_count=_cards_per("card_model"))
         .order_by("vendor", "name")
     )
 

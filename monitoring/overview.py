@@ -17,7 +17,8 @@ from django.db.models.functions import RowNumber
 from django.utils import timezone
 from django.utils.translation import gettext
 
-from inventory.models import PSU, Card, Cluster, Node
+from inventory.models import Card, Cluster, Node
+from inventory.power import cluster_power_limits
 from jobs.models import Job, NodeState
 from monitoring.models import Alert, LatestValue
 
@@ -68,7 +69,8 @@ class ClusterOverview:
     gpus_total: int = 0
     gpus_alloc: int = 0
     power_w: float = 0.0
-    power_budget_w: float = 0.0
+    power_budget_w: float = 0.0  # the limit that binds: feeds (with headroom and A/B redundancy), then PSUs
+    power_bound_by: str = ""  # "feed" or "psu"
     hottest: list[HotCard] = field(default_factory=list)
     alerts_firing: int = 0
     alerts: list[Alert] = field(default_factory=list)
@@ -111,12 +113,9 @@ def cluster_overview_list(
         .annotate(Sum("gpus_total"), Sum("gpus_alloc"))
     ):
         out[cid].gpus_total, out[cid].gpus_alloc = total or 0, alloc or 0
-    for cid, budget in (
-        PSU.objects.filter(node__cluster_id__in=ids)
-        .values_list("node__cluster_id")
-        .annotate(Sum("capacity_w"))
-    ):
-        out[cid].power_budget_w = float(budget or 0)
+    for cid, limit in cluster_power_limits(ids).items():
+        out[cid].power_budget_w = limit.limit_w or 0.0
+        out[cid].power_bound_by = limit.bound_by
     _measured_power(out, ids, now)
     _hottest(out, ids, now)
     if with_alerts:

@@ -63,6 +63,12 @@ class Fabric(ChangeLoggedModel):
                 raise ValidationError(
                     {"params": _("%(key)s must be a positive whole number.") % {"key": key}}
                 )
+        links = self.params.get("host_links")
+        counts = list(links.values()) if isinstance(links, dict) else [links]
+        if links is not None and any(not isinstance(c, int) or isinstance(c, bool) or c < 1 for c in counts):
+            raise ValidationError(
+                {"params": _("host_links must be a positive whole number, or an object of member to one.")}
+            )
         ratio = self.params.get("oversubscription")
         if ratio is not None and (
             isinstance(ratio, bool) or not isinstance(ratio, int | float) or ratio <= 0

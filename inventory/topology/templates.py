@@ -182,7 +182,7 @@ def build_star(members: Sequence[MemberSpec], params: Mapping[str, Any]) -> Layo
     links: list[ExpectedLink] = []
     for i, host in enumerate(hosts):
         leaf = leaves[i * len(leaves) // len(hosts)]
-        links.append(ExpectedLink(PortRef(host), PortRef(leaf)))
+        links += [ExpectedLink(PortRef(host), PortRef(leaf))] * _host_links(params, host)
     for leaf in leaves:
         for spine in spines:
             links += [ExpectedLink(PortRef(leaf), PortRef(spine))] * uplinks
@@ -199,6 +199,20 @@ def build_star(members: Sequence[MemberSpec], params: Mapping[str, Any]) -> Layo
         positions=positions,
         oversubscription_limit=float(limit) if limit is not None else 1.0,
     )
+
+
+def _host_links(params: Mapping[str, Any], host: str) -> int:
+    """Links from a host to its leaf: `host_links` is one count for every host, or a mapping of member
+    label to count (a DGX H100 has eight compute rails, a login node one); one when unnamed."""
+    spec = params.get("host_links", 1)
+    count = spec.get(host, 1) if isinstance(spec, Mapping) else spec
+    try:
+        count = int(count)
+    except (TypeError, ValueError):
+        raise TemplateError("host_links must be a whole number or a mapping of member to whole number.")
+    if count < 1:
+        raise TemplateError("host_links must be at least 1.")
+    return count
 
 
 def _star_diameter(hosts: int, leaves: int, spines: int) -> int:
@@ -255,7 +269,8 @@ TEMPLATES: dict[str, Template] = {
             "Star / leaf-spine",
             build_star,
             "hosts, one or more switches, optional spines",
-            "Any free port on each end; hosts spread over the leaves in member order.",
+            "Any free port on each end; hosts spread over the leaves in member order; `host_links` sets the links"
+            " per host (one count, or per member: a DGX H100 has eight rails).",
         ),
     )
 }

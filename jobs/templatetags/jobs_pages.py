@@ -8,18 +8,14 @@ from typing import Any
 from django import template
 from django.utils import timezone
 
+from portal.templatetags.portal_format import slurm_duration
+
 register = template.Library()
 
 
 def format_duration(delta: timedelta | None) -> str:
-    if delta is None:
-        return "—"
-    total = max(0, int(delta.total_seconds()))
-    days, rest = divmod(total, 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes, seconds = divmod(rest, 60)
-    text = f"{hours:d}:{minutes:02d}:{seconds:02d}"
-    return f"{days}-{text}" if days else text
+    """Slurm's elapsed format (the shared implementation in portal_format)."""
+    return slurm_duration(delta.total_seconds()) if delta is not None else "—"
 
 
 @register.filter

@@ -126,6 +126,10 @@ LOCALE_PATHS = [BASE_DIR / "locale"]
 TIME_ZONE = env("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
+# one date-time and number format per language (portal/formats/<lang>/formats.py)
+FORMAT_MODULE_PATH = ["portal.formats"]
+# the currency of purchase costs, list prices and energy cost (ISO 4217 code)
+PORTAL_CURRENCY = env("PORTAL_CURRENCY", "USD")
 
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]

@@ -21,7 +21,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 CHROMIUM = "/usr/bin/chromium"
-DB = "rackpilot_live_e2e"
+# its own database per test run (TEST_DATABASE_NAME), so that parallel runs never share one
+DB = (os.environ.get("TEST_DATABASE_NAME") or "rackpilot") + "_live_e2e"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
 

@@ -93,3 +93,26 @@ def test_stale_values_count_neither_as_hottest_nor_as_power() -> None:
 
     assert [(h.label, h.value) for h in overview.hottest] == [("st-n1/0", 60.0)]
     assert overview.power_w == 200.0
+
+
+def test_power_is_compared_with_the_feed_when_the_feed_binds() -> None:
+    # given the demo pod: 88,800 W of PSUs on two redundant 34,918 W feeds
+    from inventory.seed import seed_demo
+    from monitoring.overview import cluster_overview_list
+
+    seed_demo()
+    by_name = {o.cluster.name: o for o in cluster_overview_list(with_alerts=False)}
+    pod, rig = by_name["h100-pod"], by_name["rig-01"]
+    # then the overview's budget is one feed's capacity, labelled as the feed limit
+    assert (pod.power_budget_w, pod.power_bound_by) == (34918.0, "feed")
+    assert (rig.power_budget_w, rig.power_bound_by) == (1880.0, "psu")
+
+
+def test_overview_card_names_the_limit_that_binds(client: Any, admin_user: Any) -> None:
+    from inventory.seed import seed_demo
+
+    seed_demo()
+    client.force_login(admin_user)
+    html = client.get("/").content.decode()
+    assert "34918 W" in html and "feed limit" in html
+    assert "88800" not in html
