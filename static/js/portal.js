@@ -108,8 +108,10 @@
         return;
       }
       say(messageOf(xhr));
+      e.detail.isError = false;  // handled: shown above (htmx would also log it as an error)
       return;
     }
+    e.detail.isError = false;
     say(text("serverError", "The server failed to handle this request; nothing was changed on this page.") +
         " (" + status + ")", TRANSPORT);
   });
