@@ -97,8 +97,14 @@ def render_overview(cluster_ids: Iterable[int] | None, *, with_alerts: bool) -> 
 
 def overview_frames(ids: dict[str, list[Any]], *, seq: str, ts: float) -> dict[str, str]:
     """{variant: the websocket frame (marker + cards)} of one overview event."""
-    status = status_html(seq, ts)
-    return {variant: status + body for variant, body in overview_html(ids["cluster"]).items()}
+    status = {}
+    for language in languages():
+        with translation.override(language):
+            status[language] = status_html(seq, ts)
+    return {
+        variant: status[variant.split(":", 1)[1]] + body
+        for variant, body in overview_html(ids["cluster"]).items()
+    }
 
 
 # -- the overview's sockets ------------------------------------------------------------------------

@@ -7,12 +7,15 @@ import time
 
 
 def status_html(seq: str = "", ts: float | None = None) -> str:
-    """The page's "live" marker: the last pushed event (the benchmark reads data-ts/data-seq)."""
+    """The page's "live" marker (in the active language): the last pushed event (the benchmark
+    reads data-ts/data-seq)."""
+    from django.utils.translation import gettext
+
     ts = ts or time.time()
     clock = time.strftime("%H:%M:%S", time.localtime(ts))
     return (
         f'<span id="live-status" class="live-status on" data-seq="{html.escape(seq)}" data-ts="{ts:.6f}"'
-        f' title="{clock}">live</span>'
+        f' title="{clock}">{html.escape(gettext("live"))}</span>'
     )
 
 
