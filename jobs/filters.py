@@ -53,7 +53,10 @@ class JobFilterSet(df.FilterSet):
             return queryset
         cond = Q(name__icontains=value) | Q(user__icontains=value)
         if value.isdigit():
-            cond |= Q(job_id=int(value))
+            cond |= Q(job_id=int(value)) | Q(array_job_id=int(value))  # an array: every element
+        array_job, sep, task = value.partition("_")
+        if sep and array_job.isdigit() and task.isdigit() and len(value) < 30:  # 1234_7, as Slurm writes it
+            cond |= Q(array_job_id=int(array_job), array_task_id=int(task))
         return queryset.filter(cond)
 
 

@@ -98,6 +98,8 @@ class Action(models.Model):
     created = models.DateTimeField(auto_now_add=True, db_index=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
+    #: renewed by the worker while the action runs (its lease; see jobs.leases)
+    heartbeat = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created"]
@@ -109,7 +111,16 @@ class Action(models.Model):
                 name="action_one_active_per_node",
                 violation_error_message=_("This node already has an action in progress."),
             ),
+            models.UniqueConstraint(
+                fields=["job"],
+                condition=Q(status__in=["pending", "running"]) & Q(kind="cancel") & Q(job__isnull=False),
+                name="action_one_active_cancel_per_job",
+                violation_error_message=_("This job is already being cancelled."),
+            ),
         ]
+
+    #: set (not stored) when a request was answered with this existing action instead of a new one
+    reused = False
 
     def __str__(self) -> str:
         target = self.params.get("target") or (self.node_id and f"node {self.node_id}") or self.cluster_id
@@ -125,6 +136,11 @@ class Job(models.Model):
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="jobs")
     job_id = models.PositiveBigIntegerField(_("Slurm job id"))
+    #: an element of a job array (Slurm writes it 1234_7); the array's not yet split-off tasks
+    #: are one record with ``array_tasks`` ("3-10%2", written 1234_[3-10%2])
+    array_job_id = models.PositiveBigIntegerField(_("array job id"), null=True, blank=True)
+    array_task_id = models.PositiveIntegerField(_("array task id"), null=True, blank=True)
+    array_tasks = models.CharField(_("pending array tasks"), max_length=255, blank=True)
     name = models.CharField(_("name"), max_length=255, blank=True)
     user = models.CharField(_("cluster user"), max_length=64, blank=True, db_index=True)
     owner = models.ForeignKey(
@@ -173,7 +189,14 @@ class Job(models.Model):
         indexes = [models.Index(fields=["cluster", "state"]), models.Index(fields=["owner", "-job_id"])]
 
     def __str__(self) -> str:
-        return f"{self.job_id} {self.name}".strip()
+        return f"{self.slurm_id} {self.name}".strip()
+
+    @property
+    def slurm_id(self) -> str:
+        """The id as Slurm writes it: 1234, 1234_7 (array 1234, task 7) or 1234_[3-10%2]."""
+        from jobs.cluster.types import slurm_job_display_id
+
+        return slurm_job_display_id(self.job_id, self.array_job_id, self.array_task_id, self.array_tasks)
 
     @property
     def is_active(self) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 
 from jobs.models import Action, ClusterAccount, Job, JobTemplate, JobTransition, NodeState, Partition
 
@@ -35,10 +35,12 @@ def job_transition_list(job: Job) -> QuerySet[JobTransition]:
 
 
 def action_list(*, user: Any = None) -> QuerySet[Action]:
-    """Actions the user may see: their own unless they can see every job (or operate nodes)."""
+    """Actions the user may see: their own and those on their jobs (an operator's cancel of them),
+    unless they can see every job (or operate nodes)."""
     qs = Action.objects.select_related("cluster", "node", "job", "requested_by")
     if user is not None and not (can_see_all_jobs(user) or user.has_perm("jobs.operate_nodes")):
-        qs = qs.filter(requested_by_id=getattr(user, "pk", None))
+        pk = getattr(user, "pk", None)
+        qs = qs.filter(Q(requested_by_id=pk) | Q(job__owner_id=pk))
     return qs
 
 

@@ -24,6 +24,7 @@ from jobs.backends import cluster_backend
 from jobs.cluster import BMC, ClusterBackend, JobSpec, RetryableError, TerminalError
 from jobs.cluster import ValidationError as ClusterValidationError
 from jobs.cluster import validation as v
+from jobs.leases import WORKER_LOST, action_lease, lease_expired
 from jobs.models import (
     ACTIVE_ACTION_STATUSES,
     NODE_ACTION_KINDS,
@@ -46,6 +47,9 @@ action_changed = Signal()
 
 def _action_changed(action_id: Any) -> None:
     transaction.on_commit(lambda: action_changed.send(sender=Action, action_ids=[action_id]))
+
+
+action_changed_on_commit = _action_changed
 
 
 OPERATE_NODES = "jobs.operate_nodes"
@@ -95,11 +99,28 @@ def _cancel_params(user: Any, job: Job) -> dict[str, Any]:
     return {"target": str(job.job_id), "as_user": job.user if owns and job.user else None}
 
 
+def _cancel_in_progress(job: Job) -> Action | None:
+    """The cancel of ``job`` that a new request is answered with: an active one, or one that
+    succeeded after the sync last saw the job (Slurm has cancelled it; the next sync will say so)."""
+    latest = Action.objects.filter(job=job, kind=ActionKind.CANCEL).order_by("-created").first()
+    if latest is None or latest.status == ActionStatus.FAILED:
+        return None
+    if latest.is_active or job.last_seen is None or (latest.finished and latest.finished >= job.last_seen):
+        latest.reused = True
+        return latest
+    return None
+
+
 def _create_action(action: Action, *, user: Any, audit: str, message: str) -> Action:
     try:
         with transaction.atomic():
             action.save(force_insert=True)
     except IntegrityError:
+        if action.kind == ActionKind.CANCEL and action.job is not None:
+            existing = _cancel_in_progress(action.job)  # a concurrent request created it first
+            if existing is not None:
+                return existing
+            raise ValidationError({"job": [_("This job is already being cancelled.")]}) from None
         raise ValidationError({"node": [_("This node already has an action in progress.")]}) from None
     audit_record(
         user=user,
@@ -175,9 +196,11 @@ def action_request(
     elif kind == ActionKind.CANCEL:
         if job is None:
             raise ValidationError({"job": [_("A job is required.")]})
-        action = Action(
-            kind=kind, cluster_id=job.cluster_id, job=job, params=_cancel_params(user, job), requested_by=user
-        )
+        params = _cancel_params(user, job)
+        existing = _cancel_in_progress(job)
+        if existing is not None:  # one cancel per job: a repeated request is answered with it
+            return existing
+        action = Action(kind=kind, cluster_id=job.cluster_id, job=job, params=params, requested_by=user)
     else:
         raise ValidationError({"kind": [_("Unknown action kind: %(kind)s") % {"kind": kind}]})
     audit = AuditEntry.Action.CANCEL if kind == ActionKind.CANCEL else AuditEntry.Action.ACTION
@@ -370,10 +393,39 @@ def _perform_submit(action: Action, backend: ClusterBackend) -> str:
     return f"Submitted batch job {job_id}"
 
 
+def _with_history(action: Action, text: str) -> str:
+    """``text``, after the notes of attempts lost with their worker (kept: they explain attempts)."""
+    prior = action.output if action.error == WORKER_LOST else ""
+    return f"{prior}\n{text}" if prior and text else (prior or text)
+
+
+def _already_done(action: Action, backend: ClusterBackend) -> str | None:
+    """On a later attempt: what an earlier one (lost with its worker, or cut off by a timeout
+    after Slurm acted) already did, read from Slurm's state; None = run the action."""
+    p, kind = action.params, action.kind
+    if kind not in (ActionKind.DRAIN, ActionKind.RESUME, ActionKind.REBOOT):
+        return None  # a submit finds its job by tag; a cancel of a finished job is left alone
+    target = p.get("target", "")
+    info = next((n for n in backend.list_nodes() if n.name == target), None)
+    if info is None:
+        return None
+    if kind == ActionKind.DRAIN and info.drained and (info.reason or "") == p.get("reason"):
+        return f"Drained {target}: {p['reason']} (Slurm shows the drain of an earlier attempt)"
+    if kind == ActionKind.RESUME and not info.drained and info.display_state not in ("down", "reboot"):
+        return f"Resumed {target} (Slurm shows it resumed by an earlier attempt)"
+    rebooted = info.boot_time is not None and action.started is not None and info.boot_time > action.started
+    if kind == ActionKind.REBOOT and (info.display_state == "reboot" or rebooted):
+        return f"Reboot of {target} requested (Slurm shows the reboot of an earlier attempt)"
+    return None
+
+
 def _finish(action: Action, status: str, *, output: str = "", error: str = "") -> Action:
-    Action.objects.filter(pk=action.pk, status__in=ACTIVE_ACTION_STATUSES).update(
-        status=status, output=output, error=error, finished=timezone.now()
-    )
+    # only the attempt that claimed the row records its end (a worker whose lease was taken over
+    # cannot overwrite the outcome of the attempt that followed)
+    Action.objects.filter(pk=action.pk, status__in=ACTIVE_ACTION_STATUSES, attempts=action.attempts).update(
+        status=status, output=_with_history(action, output), error=error, finished=timezone.now(),
+        heartbeat=None,
+    )  # fmt: skip
     _action_changed(action.pk)
     action.refresh_from_db()
     return action
@@ -393,20 +445,27 @@ def action_execute(action_id: str) -> Action | None:
             return None
         if action.status not in ACTIVE_ACTION_STATUSES:
             return action
+        if action.status == ActionStatus.RUNNING and not lease_expired(action):
+            # another worker holds it (a duplicate delivery): the lease recovers it if that one dies
+            logger.info("action %s is running on another worker; this delivery does nothing", action_id)
+            return action
         action.status = ActionStatus.RUNNING
         action.attempts += 1
         action.started = action.started or timezone.now()
-        action.save(update_fields=["status", "attempts", "started"])
+        action.heartbeat = timezone.now()
+        action.save(update_fields=["status", "attempts", "started", "heartbeat"])
         _action_changed(action.pk)
     cluster = Cluster.objects.get(pk=action.cluster_id)
     try:
-        with cluster_backend(cluster) as backend:
-            output = _perform(action, backend)
+        with action_lease(action), cluster_backend(cluster) as backend:
+            output = (action.attempts > 1 and _already_done(action, backend)) or _perform(action, backend)
     except RetryableError as exc:
         note = f"attempt {action.attempts}: {exc}"
         if action.attempts >= _max_attempts():
             return _finish(action, ActionStatus.FAILED, output=note, error=str(exc))
-        Action.objects.filter(pk=action.pk).update(status=ActionStatus.PENDING, error=str(exc), output=note)
+        Action.objects.filter(pk=action.pk, attempts=action.attempts).update(
+            status=ActionStatus.PENDING, error=str(exc), output=_with_history(action, note), heartbeat=None
+        )
         _action_changed(action.pk)
         raise
     except TerminalError as exc:

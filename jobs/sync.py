@@ -102,7 +102,7 @@ def _fingerprint(values: tuple[Any, ...]) -> int:
 JOB_SYNC_FIELDS = (
     "name", "user", "owner_id", "account", "partition", "state", "state_reason", "nodes", "node_names",
     "node_count", "gpus", "gpu_type", "cpus", "submit_time", "start_time", "end_time", "time_limit",
-    "exit_code", "stdout_path", "work_dir", "tag",
+    "exit_code", "stdout_path", "work_dir", "tag", "array_job_id", "array_task_id", "array_tasks",
 )  # fmt: skip
 _STATE = JOB_SYNC_FIELDS.index("state")
 _REASON = JOB_SYNC_FIELDS.index("state_reason")
@@ -124,7 +124,8 @@ def _job_values(j: JobInfo, owners: dict[str, int], names: dict[str, str]) -> tu
         j.name[:255], user, owners.get(user), j.account or "", j.partition or "", j.state,
         (j.state_reason or "")[:255], nodes, node_names, j.node_count, j.gpus,
         j.gpu_type or "", j.cpus, j.submit_time, j.start_time, j.end_time, j.time_limit_minutes,
-        j.exit_code, j.stdout_path or "", j.work_dir or "", j.tag or "",
+        j.exit_code, j.stdout_path or "", j.work_dir or "", j.tag or "", j.array_job_id, j.array_task_id,
+        (j.array_tasks or "")[:255],
     )  # fmt: skip
 
 

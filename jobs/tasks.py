@@ -8,7 +8,7 @@ from celery import Task, shared_task
 from django.conf import settings
 
 from inventory.models import Cluster
-from jobs import output, services, sync
+from jobs import leases, output, services, sync
 from jobs.cluster import RetryableError
 
 
@@ -31,6 +31,11 @@ def action_execute_task(self: Task, action_id: str) -> None:
         services.action_execute(action_id)
     except RetryableError as exc:
         raise self.retry(exc=exc, countdown=_backoff(self.request.retries or 0)) from None
+
+
+@shared_task(time_limit=60, soft_time_limit=50, ignore_result=True)
+def action_leases_recover_task() -> dict[str, list[str]]:
+    return leases.action_leases_recover()
 
 
 @shared_task(time_limit=120, soft_time_limit=110, ignore_result=True)

@@ -94,7 +94,7 @@ def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     job = _visible_job(request, pk)
     context = {
         "job": job,
-        "title": _("Job %(id)s") % {"id": job.job_id},
+        "title": _("Job %(id)s") % {"id": job.slurm_id},
         "can_cancel": ps.can_cancel(job, request.user),
         "pending": explain_pending_reason(job.state_reason, job_id=job.job_id)
         if job.state == "PENDING"
@@ -147,7 +147,10 @@ def job_cancel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         return HttpResponseRedirect(reverse("jobs:job", args=[job.pk]))
     if request.htmx:
         return render(request, "jobs/action.html#action-card", {"action": action})
-    messages.success(request, _("Cancelling job %(id)s.") % {"id": job.job_id})
+    if action.reused:
+        messages.info(request, _("Job %(id)s is already being cancelled.") % {"id": job.slurm_id})
+    else:
+        messages.success(request, _("Cancelling job %(id)s.") % {"id": job.slurm_id})
     return HttpResponseRedirect(reverse("jobs:job", args=[job.pk]))
 
 

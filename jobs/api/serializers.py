@@ -69,10 +69,13 @@ class JobSerializer(PortalModelSerializer):
     submitted_by_action: serializers.PrimaryKeyRelatedField[Any] = serializers.PrimaryKeyRelatedField(
         read_only=True
     )
+    slurm_id = serializers.CharField(
+        read_only=True, help_text="The id as Slurm writes it: 1234, 1234_7 (array 1234, task 7), 1234_[3-10]."
+    )
 
     class Meta:
         model = Job
-        fields = [*BASE, "cluster", "job_id", "name", "user", "owner", "account", "partition", "state",
+        fields = [*BASE, "cluster", "job_id", "slurm_id", "array_job_id", "array_task_id", "array_tasks", "name", "user", "owner", "account", "partition", "state",
                   "state_reason", "nodes", "node_count", "gpus", "gpu_type", "cpus", "submit_time", "start_time",
                   "end_time", "time_limit", "exit_code", "stdout_path", "work_dir", "script", "tag",
                   "submitted_by_action", "first_seen", "last_seen"]  # fmt: skip

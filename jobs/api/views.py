@@ -4,6 +4,7 @@ from typing import Any
 
 from django.db import models
 from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -18,8 +19,17 @@ from portal.services import instance_save
 
 
 def _accepted(action_row: Action, request: Request) -> Response:
+    """202 with a new action; 200 with the one already doing it (a repeated cancel of a job)."""
     data = s.ActionSerializer(action_row, context={"request": request}).data
-    return Response(data, status=status.HTTP_202_ACCEPTED)
+    return Response(data, status=status.HTTP_200_OK if action_row.reused else status.HTTP_202_ACCEPTED)
+
+
+_ACTION_RESPONSES = {
+    202: OpenApiResponse(s.ActionSerializer, description="The action was recorded and enqueued."),
+    200: OpenApiResponse(
+        s.ActionSerializer, description="A cancel of this job is already in progress (or done): that action."
+    ),
+}
 
 
 class ActionViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
@@ -37,6 +47,7 @@ class ActionViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Retri
     def get_serializer_class(self) -> type[Any]:
         return s.ActionRequestSerializer if self.action == "create" else s.ActionSerializer
 
+    @extend_schema(responses=_ACTION_RESPONSES)
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -63,6 +74,7 @@ class JobViewSet(viewsets.ReadOnlyModelViewSet):
     def get_queryset(self) -> QuerySet[Job]:
         return selectors.job_list(user=self.request.user)
 
+    @extend_schema(request=None, responses=_ACTION_RESPONSES)
     @action(detail=True, methods=["post"], permission_classes=[HasPerm.of("jobs.add_action")])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         return _accepted(services.job_cancel_request(self.get_object(), user=request.user), request)

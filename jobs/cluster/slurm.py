@@ -208,8 +208,10 @@ class SlurmBackend:
         wanted = ",".join(map(str, ids))
         jobs = parse_sacct_json(self._run(["sacct", "--json", "-j", wanted], "sacct").stdout)
         # sacct --json of 22.05 reports non-zero exits as 0: take exit codes from the parsable form
+        # (JobIDRaw: an array element's own id, where JobID says 1234_7)
         res = self._run(
-            ["sacct", "--parsable2", "--noheader", "-X", "-o", "JobID,State,ExitCode", "-j", wanted], "sacct"
+            ["sacct", "--parsable2", "--noheader", "-X", "-o", "JobIDRaw,State,ExitCode", "-j", wanted],
+            "sacct",
         )
         codes = {
             r.job_id: (128 + r.signal if r.signal else r.exit_code)

@@ -299,6 +299,20 @@ def _base_job_state(value: Any) -> tuple[str, list[str]]:
 # ---------------------------------------------------------------------------- squeue
 
 
+def _array_fields(job_id: Any, task_id: Any, tasks: Any) -> dict[str, Any]:
+    """JobInfo's array fields from squeue's ``array_job_id``/``array_task_id``/``array_task_string``
+    or sacct's ``array.job_id``/``task_id``/``task``: ints (v0.0.38; job id 0 = no array) or
+    ``{"set","infinite","number"}`` (v0.0.39+; unset = no task)."""
+    array_job_id = slurm_number(job_id)
+    if not array_job_id or array_job_id < 0:
+        return {}
+    task = slurm_number(task_id)
+    if task is not None and task < 0:
+        task = None
+    pending = _str(tasks) if task is None else None
+    return {"array_job_id": array_job_id, "array_task_id": task, "array_tasks": pending or None}
+
+
 def _job_from_json(j: Mapping[str, Any]) -> JobInfo:
     job_id = slurm_number(j.get("job_id"))
     if job_id is None:
@@ -369,6 +383,7 @@ def _job_from_json(j: Mapping[str, Any]) -> JobInfo:
         stdout_path=stdout_path,
         work_dir=work_dir,
         comment=_str(j.get("comment")),
+        **_array_fields(j.get("array_job_id"), j.get("array_task_id"), j.get("array_task_string")),
     )
 
 
@@ -533,6 +548,8 @@ def parse_sacct_json(data: JsonInput) -> list[JobInfo]:
             gpus //= node_count
         finished = state in FINISHED_JOB_STATES
         limit = tm.get("limit")
+        array = j.get("array") if isinstance(j.get("array"), Mapping) else {}
+        assert isinstance(array, Mapping)
         out.append(
             JobInfo(
                 job_id=job_id,
@@ -556,6 +573,7 @@ def parse_sacct_json(data: JsonInput) -> list[JobInfo]:
                 comment=_str((j.get("comment") or {}).get("job"))
                 if isinstance(j.get("comment"), Mapping)
                 else _str(j.get("comment")),
+                **_array_fields(array.get("job_id"), array.get("task_id"), array.get("task")),
             )
         )
     return out

@@ -30,6 +30,19 @@ ACTIVE_JOB_STATES = frozenset(
 )
 
 
+def slurm_job_display_id(
+    job_id: int, array_job_id: int | None, array_task_id: int | None, array_tasks: str | None
+) -> str:
+    """``1234`` (a plain job), ``1234_7`` (array 1234, task 7), ``1234_[3-10%2]`` (its pending tasks)."""
+    if not array_job_id:
+        return str(job_id)
+    if array_task_id is not None:
+        return f"{array_job_id}_{array_task_id}"
+    if array_tasks:
+        return f"{array_job_id}_[{array_tasks}]"
+    return str(job_id)
+
+
 @dataclass(frozen=True)
 class NodeInfo:
     """One compute node.
@@ -103,6 +116,16 @@ class JobInfo:
     stdout_path: str | None = None
     work_dir: str | None = None
     comment: str | None = None
+    #: an element of a job array: the array's job id and the element's task id (``1234_7``); the
+    #: array's record whose tasks are not yet split off has ``array_tasks`` instead (``3-10%2``)
+    array_job_id: int | None = None
+    array_task_id: int | None = None
+    array_tasks: str | None = None
+
+    @property
+    def slurm_id(self) -> str:
+        """The id as Slurm writes it: ``1234``, ``1234_7`` or ``1234_[3-10%2]``."""
+        return slurm_job_display_id(self.job_id, self.array_job_id, self.array_task_id, self.array_tasks)
 
     @property
     def tag(self) -> str | None:

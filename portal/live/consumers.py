@@ -158,6 +158,10 @@ class LiveConsumer(AsyncWebsocketConsumer):
         for frame in self.frames(body, self.in_language(status_html, "snapshot"), snapshot=True):
             await self.send(text_data=frame)
 
+    async def live_resync(self, event: dict[str, Any]) -> None:
+        """A push to one of this socket's groups was lost (push.py): send a fresh snapshot."""
+        await self.send_snapshot(since=time.monotonic())
+
     async def live_changed(self, event: dict[str, Any]) -> None:
         ids = event.get("ids", {})
         key = (event.get("seq"), self.view, self.language, *self.render_key())

@@ -14,7 +14,11 @@ Which groups hear about which ids is the apps' business: each app registers its 
 summaries in :mod:`portal.live.registry` when it is ready; nothing here imports a domain app.
 
 Delivery through the channel layer is at-most-once: a lost flush (Redis down) is caught up by
-the snapshot a consumer sends on (re)connect and by :mod:`portal.live.watchdog`.
+the snapshot a consumer sends on (re)connect and by :mod:`portal.live.watchdog`. A group send that
+fails here (Redis down, or the first send on a connection Redis dropped while it restarted) marks
+its group for resync: the flusher retries every ``resync_retry_s()`` with a ``live.resync`` event
+until the layer takes it, and each socket of the group answers with a fresh snapshot (as the
+watchdog's resync does), so nothing is silently dropped.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ logger = logging.getLogger(__name__)
 
 #: the kinds of ids the apps mark are theirs to declare (:mod:`portal.live.registry`)
 EVENT_TYPE = "live.changed"
+RESYNC_TYPE = "live.resync"
 
 Batch = dict[str, set[Any]]
 Messages = dict[str, dict[str, Any]]
@@ -48,6 +53,11 @@ Messages = dict[str, dict[str, Any]]
 
 def flush_interval() -> float:
     return max(0.0, getattr(settings, "PORTAL_LIVE_FLUSH_MS", 200) / 1000.0)
+
+
+def resync_retry_s() -> float:
+    """How soon groups whose send failed are sent their resync (again)."""
+    return max(flush_interval(), float(getattr(settings, "PORTAL_LIVE_WATCHDOG_S", 2) or 2))
 
 
 class Coalescer:
@@ -58,6 +68,7 @@ class Coalescer:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._pending: Batch = {}
+        self._resync: set[str] = set()  # groups whose last send failed
         self._oldest: float | None = None
         self._thread: threading.Thread | None = None
         self._last_flush = 0.0
@@ -91,6 +102,19 @@ class Coalescer:
             self._pending, self._oldest = {}, None
         return batch, oldest
 
+    def resync_pending(self) -> set[str]:
+        with self._lock:
+            return set(self._resync)
+
+    def _mark_resync(self, failed: Iterable[str]) -> None:
+        failed = set(failed)
+        if not failed:
+            return
+        with self._lock:
+            self._resync |= failed
+        if getattr(settings, "PORTAL_LIVE_AUTOFLUSH", True):
+            self._ensure_thread()
+
     def next_seq(self) -> str:
         return f"{self._pid}-{next(self._seq)}"
 
@@ -112,7 +136,15 @@ class Coalescer:
 
     def _run(self) -> None:
         while True:
-            self._wake.wait()
+            woken = self._wake.wait(timeout=resync_retry_s() if self._resync else None)
+            if not woken:  # only resyncs are due
+                try:
+                    self.flush()
+                except Exception:
+                    logger.exception("live push resync failed")
+                finally:
+                    close_old_connections()
+                continue
             delay = self._last_flush + flush_interval() - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
@@ -126,7 +158,12 @@ class Coalescer:
                 close_old_connections()
 
     def flush(self) -> Messages:
-        """Route and send what is pending now (also called directly by tests and the benchmark)."""
+        """Route and send what is pending now (also called directly by tests and the benchmark);
+        first the resyncs of groups whose send failed before."""
+        with self._lock:
+            resync, self._resync = self._resync, set()
+        if resync:
+            self.send({group: {"type": RESYNC_TYPE} for group in sorted(resync)})
         batch, oldest = self.take()
         if not batch:
             return {}
@@ -144,15 +181,11 @@ class Coalescer:
         return {**summary, **messages}
 
     def send(self, messages: Messages) -> None:
+        """Send each group its message; a group whose send fails is marked for resync."""
         if not messages:
             return
         layer = get_channel_layer()
         if layer is None:
-            return
-        coro = _send_all(layer, messages)
-        server = self.server_loop
-        if server is not None and server.is_running() and _needs_server_loop(layer):
-            asyncio.run_coroutine_threadsafe(coro, server).result(timeout=10)
             return
         try:
             asyncio.get_running_loop()
@@ -160,9 +193,19 @@ class Coalescer:
             pass
         else:  # called from async code (tests): never block a running loop
             raise RuntimeError("Coalescer.send() must not be called from a running event loop")
-        if self._loop is None or self._loop.is_closed():
-            self._loop = asyncio.new_event_loop()
-        self._loop.run_until_complete(coro)
+        coro = _send_all(layer, messages)
+        server = self.server_loop
+        try:
+            if server is not None and server.is_running() and _needs_server_loop(layer):
+                failed = asyncio.run_coroutine_threadsafe(coro, server).result(timeout=10)
+            else:
+                if self._loop is None or self._loop.is_closed():
+                    self._loop = asyncio.new_event_loop()
+                failed = self._loop.run_until_complete(coro)
+        except Exception:
+            self._mark_resync(messages)
+            raise
+        self._mark_resync(failed)
 
 
 @contextlib.contextmanager
@@ -184,13 +227,18 @@ def _needs_server_loop(layer: Any) -> bool:
     return isinstance(layer, InMemoryChannelLayer)
 
 
-async def _send_all(layer: Any, messages: Messages) -> None:
+async def _send_all(layer: Any, messages: Messages) -> list[str]:
+    """Send every message; returns the groups whose send failed."""
     results = await asyncio.gather(
         *(layer.group_send(group, msg) for group, msg in messages.items()), return_exceptions=True
     )
-    failed = [r for r in results if isinstance(r, BaseException)]
+    failed = [(g, r) for g, r in zip(messages, results, strict=True) if isinstance(r, BaseException)]
     if failed:
-        logger.warning("live push: %d of %d group sends failed: %r", len(failed), len(results), failed[0])
+        logger.warning(
+            "live push: %d of %d group sends failed (marked for resync): %r",
+            len(failed), len(results), failed[0][1],
+        )  # fmt: skip
+    return [g for g, _ in failed]
 
 
 coalescer = Coalescer()

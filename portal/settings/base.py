@@ -208,6 +208,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": float(env_int("PORTAL_SYNC_INTERVAL", 15)),
         "options": {"queue": "polls", "expires": env_int("PORTAL_SYNC_INTERVAL", 15)},
     },
+    # running actions whose worker stopped renewing the lease are enqueued again (jobs.leases)
+    "jobs-action-leases": {
+        "task": "jobs.tasks.action_leases_recover_task",
+        "schedule": float(env_int("PORTAL_ACTION_LEASE_CHECK_S", 10)),
+        "options": {"queue": "polls", "expires": env_int("PORTAL_ACTION_LEASE_CHECK_S", 10)},
+    },
 }
 CELERY_BEAT_SCHEDULE.update(
     {
@@ -236,6 +242,10 @@ PORTAL_LIVE_OVERVIEW_REFRESH_S = env_int("PORTAL_LIVE_OVERVIEW_REFRESH_S", 30)
 PORTAL_LIVE_BENCH = env_bool("PORTAL_LIVE_BENCH", False)  # adds the bare fan-out route of the benchmark
 PORTAL_SYNC_INTERVAL = env_int("PORTAL_SYNC_INTERVAL", 15)  # seconds between Slurm syncs (beat)
 PORTAL_ACTION_MAX_ATTEMPTS = env_int("PORTAL_ACTION_MAX_ATTEMPTS", 5)  # retryable failures before "failed"
+# a running action's worker renews its lease every HEARTBEAT_S; LEASE_S without one = worker lost
+PORTAL_ACTION_LEASE_S = env_int("PORTAL_ACTION_LEASE_S", 30)
+PORTAL_ACTION_HEARTBEAT_S = env_int("PORTAL_ACTION_HEARTBEAT_S", 10)
+PORTAL_ACTION_LEASE_CHECK_S = env_int("PORTAL_ACTION_LEASE_CHECK_S", 10)  # beat: expired leases
 PORTAL_ACTION_RETRY_BACKOFF = env_int(
     "PORTAL_ACTION_RETRY_BACKOFF", 5
 )  # seconds, doubled per retry (max 300)

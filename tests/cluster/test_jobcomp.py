@@ -174,7 +174,7 @@ def test_accounting_lookup_uses_sacct_and_its_parsable_exit_codes(
     wanted = ",".join(map(str, ids))
     assert runner.calls[1:] == [
         ("sacct", "--json", "-j", wanted),
-        ("sacct", "--parsable2", "--noheader", "-X", "-o", "JobID,State,ExitCode", "-j", wanted),
+        ("sacct", "--parsable2", "--noheader", "-X", "-o", "JobIDRaw,State,ExitCode", "-j", wanted),
     ]
     assert found and {j.exit_code for j in found} == {3}
 

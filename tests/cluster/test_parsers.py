@@ -340,3 +340,111 @@ def test_expand_output_pattern() -> None:
     assert expand_output_pattern("%x_%j_%u_%N.out", **kw) == "/w/train_42_alice_n1.out"  # type: ignore[arg-type]
     assert expand_output_pattern("/abs/%5j-%%.log", **kw) == "/abs/00042-%.log"  # type: ignore[arg-type]
     assert expand_output_pattern("%a.out", **kw) == "/w/%a.out"  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------ job arrays (FORMATS.md §5 shapes)
+
+
+def _n(number: int, *, set_: bool = True) -> dict[str, object]:
+    return {"set": set_, "infinite": False, "number": number}
+
+
+def _squeue_array_doc(version: str) -> dict[str, object]:
+    """An array 1234: task 7 running as job 1241, tasks 8-15 pending (two at a time), and a plain job."""
+    if version == "v0.0.38":
+        meta = {"Slurm": {"version": {"major": 22, "minor": 5, "micro": 8}}}
+        element = {"array_job_id": 1234, "array_task_id": 7, "array_task_string": ""}
+        rest = {"array_job_id": 1234, "array_task_id": None, "array_task_string": "8-15%2"}
+        plain = {"array_job_id": 0, "array_task_id": None, "array_task_string": ""}
+        running, pending = "RUNNING", "PENDING"
+    else:
+        meta = {"slurm": {"version": {"major": "24", "minor": "05", "micro": "4"}}}
+        element = {"array_job_id": _n(1234), "array_task_id": _n(7), "array_task_string": ""}
+        rest = {"array_job_id": _n(1234), "array_task_id": _n(0, set_=False), "array_task_string": "8-15%2"}
+        plain = {"array_job_id": _n(0), "array_task_id": _n(0, set_=False), "array_task_string": ""}
+        running, pending = ["RUNNING"], ["PENDING"]
+    base = {
+        "name": "sweep",
+        "user_name": "alice",
+        "batch_flag": True,
+        "current_working_directory": "/home/alice",
+    }
+    return {
+        "meta": meta,
+        "errors": [],
+        "jobs": [
+            {
+                **base,
+                **element,
+                "job_id": 1241,
+                "job_state": running,
+                "nodes": "node1",
+                "batch_host": "node1",
+            },
+            {**base, **rest, "job_id": 1234, "job_state": pending, "nodes": ""},
+            {**base, **plain, "job_id": 1300, "job_state": pending, "nodes": "", "name": "plain"},
+        ],
+    }
+
+
+@pytest.mark.parametrize("version", ["v0.0.38", "v0.0.40", "v0.0.41", "v0.0.42"])
+def test_squeue_keeps_array_job_and_task_ids(version: str) -> None:
+    jobs = {j.job_id: j for j in parse_squeue_json(json.dumps(_squeue_array_doc(version)))}
+    element, rest, plain = jobs[1241], jobs[1234], jobs[1300]
+    assert (element.array_job_id, element.array_task_id, element.array_tasks, element.slurm_id) == (
+        1234,
+        7,
+        None,
+        "1234_7",
+    )
+    assert element.stdout_path == "/home/alice/slurm-1234_7.out"  # Slurm's default for an array element
+    assert (rest.array_job_id, rest.array_task_id, rest.array_tasks, rest.slurm_id) == (
+        1234,
+        None,
+        "8-15%2",
+        "1234_[8-15%2]",
+    )
+    assert (plain.array_job_id, plain.array_task_id, plain.array_tasks, plain.slurm_id) == (
+        None,
+        None,
+        None,
+        "1300",
+    )
+
+
+@pytest.mark.parametrize("version", ["v0.0.38", "v0.0.41"])
+def test_sacct_keeps_array_job_and_task_ids(version: str) -> None:
+    if version == "v0.0.38":
+        array = {"job_id": 1234, "limits": {"max": {"running": {"tasks": 0}}}, "task": None, "task_id": 7}
+        plain = {"job_id": 0, "limits": {"max": {"running": {"tasks": 0}}}, "task": None, "task_id": None}
+        state = "COMPLETED"
+    else:
+        array = {"job_id": 1234, "limits": {"max": {"running": {"tasks": 0}}}, "task": "", "task_id": _n(7)}
+        plain = {
+            "job_id": 0,
+            "limits": {"max": {"running": {"tasks": 0}}},
+            "task": "",
+            "task_id": _n(0, set_=False),
+        }
+        state = ["COMPLETED"]
+    records = [
+        {
+            "job_id": 1241,
+            "name": "sweep",
+            "user": "alice",
+            "state": {"current": state},
+            "array": array,
+            "time": {},
+        },
+        {
+            "job_id": 1300,
+            "name": "plain",
+            "user": "alice",
+            "state": {"current": state},
+            "array": plain,
+            "time": {},
+        },
+    ]
+    jobs = {j.job_id: j for j in parse_sacct_json(json.dumps({"meta": {}, "errors": [], "jobs": records}))}
+    assert (jobs[1241].array_job_id, jobs[1241].array_task_id, jobs[1241].slurm_id) == (1234, 7, "1234_7")
+    assert (jobs[1300].array_job_id, jobs[1300].array_task_id, jobs[1300].slurm_id) == (None, None, "1300")

@@ -1,5 +1,11 @@
-"""A Celery worker for the worker-killed test: each action pauses SLOW_ACTION_SECONDS after the cluster
-call returned and before its result is recorded, so the test can kill the worker at the worst moment."""
+"""A Celery worker (or beat) for the worker-killed test and benchmark: each action pauses
+SLOW_ACTION_SECONDS after the cluster call returned and before its result is recorded, so the test
+can kill the worker at the worst moment. The broker's visibility timeout is the deployment's (an
+hour): what brings a killed worker's action back is the lease (jobs.leases), not redelivery.
+
+    slow_worker.py [worker options]       a worker on the actions and polls queues
+    slow_worker.py beat SCHEDULE_FILE     beat with only the lease check on its schedule
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,8 @@ import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
 django.setup()
+
+from django.conf import settings  # noqa: E402
 
 from jobs import services  # noqa: E402
 from portal.celery import app  # noqa: E402
@@ -31,24 +39,11 @@ def _slow(action, backend):  # type: ignore[no-untyped-def]
 services._perform = _slow
 
 if __name__ == "__main__":
-    # recover abandoned messages quickly (kombu scans every interval x throttle seconds)
-    app.conf.broker_transport_options = {
-        "visibility_timeout": int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "4")),
-        "unacked_restore_interval": 1,
-        "unacked_restore_throttle": 1,
-    }
-    app.worker_main(
-        [
-            "worker",
-            "-Q",
-            "actions",
-            "-c",
-            "1",
-            "--without-heartbeat",
-            "--without-mingle",
-            "--without-gossip",
-            "-l",
-            "INFO",
-            *sys.argv[1:],
-        ]
-    )
+    if sys.argv[1:2] == ["beat"]:
+        app.conf.beat_schedule = {"jobs-action-leases": settings.CELERY_BEAT_SCHEDULE["jobs-action-leases"]}
+        app.start(["beat", "-s", sys.argv[2], "-l", "INFO"])
+    else:
+        app.worker_main(
+            ["worker", "-Q", "actions,polls", "-c", "1", "--without-heartbeat", "--without-mingle",
+             "--without-gossip", "-l", "INFO", *sys.argv[1:]]
+        )  # fmt: skip

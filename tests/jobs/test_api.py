@@ -179,6 +179,23 @@ def test_researcher_cancels_own_job_but_not_others(sim_cluster, researcher_user,
     assert Action.objects.count() == 1
 
 
+def test_a_repeated_cancel_answers_200_with_the_action_in_progress(
+    sim_cluster, researcher_user, make_user, api_as
+) -> None:
+    _jobs(sim_cluster, researcher_user, make_user("bob", "researcher"))
+    mine = Job.objects.get(job_id=1)
+    first = api_as(researcher_user).post(f"/api/jobs/jobs/{mine.pk}/cancel/")
+    # when alice cancels again through either endpoint
+    again = api_as(researcher_user).post(f"/api/jobs/jobs/{mine.pk}/cancel/")
+    by_create = api_as(researcher_user).post(
+        "/api/jobs/actions/", {"kind": "cancel", "job": mine.pk}, format="json"
+    )
+    # then the answer is the first action (200: nothing new was recorded)
+    assert (first.status_code, again.status_code, by_create.status_code) == (202, 200, 200)
+    assert again.data["id"] == by_create.data["id"] == first.data["id"]
+    assert Action.objects.filter(kind="cancel").count() == 1
+
+
 def test_actions_are_scoped_to_the_requester(
     sim_cluster, researcher_user, make_user, operator_user, api_as
 ) -> None:

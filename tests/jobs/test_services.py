@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from jobs import services
 from jobs.models import Action, ActionKind, ActionStatus, Job, Partition
@@ -107,10 +109,14 @@ def test_submit_runs_as_the_users_cluster_account_and_a_retry_finds_the_same_job
         user=researcher_user, cluster=sim_cluster, name="train", script=SCRIPT, gpus=2
     )
     assert action.params["cluster_user"] == "alice"
-    # when the task runs, is redelivered (status put back to running) and runs again
+    # when the task runs, its worker is lost before it recorded the outcome (still running, the
+    # lease expired), and the task is delivered again
     done = services.action_execute(str(action.pk))
-    Action.objects.filter(pk=action.pk).update(status="running")
+    Action.objects.filter(pk=action.pk).update(
+        status="running", heartbeat=timezone.now() - timedelta(hours=1)
+    )
     again = services.action_execute(str(action.pk))
+    assert again.attempts == 2
     # then there is exactly one Slurm job, tagged with the action id and owned by alice
     jobs = sim.list_jobs()
     assert [(j.user, j.tag, j.gpus) for j in jobs] == [("alice", str(action.pk), 2)]
@@ -248,3 +254,52 @@ def test_power_cycle_goes_to_the_bmc(sim_cluster, sim, operator_user) -> None:
     assert (done.status, done.kind) == ("succeeded", ActionKind.POWER_CYCLE)
     assert [(b.kind, b.address, b.password) for b in sim.power_cycles] == [("ipmi", "node2-bmc", "s3cret")]
     assert "s3cret" not in str(action.params)
+
+
+def test_repeated_cancels_are_answered_with_the_one_in_progress(
+    sim_cluster, researcher_user, operator_user, alice_account
+) -> None:
+    # given alice's running job and her pending cancel of it
+    alice_account(sim_cluster)
+    job = Job.objects.create(
+        cluster=sim_cluster, job_id=7, user="alice", owner=researcher_user, state="RUNNING"
+    )
+    first = services.job_cancel_request(job, user=researcher_user)
+    # when she and an operator ask again, then both get the same action and nothing new is recorded
+    again = services.job_cancel_request(job, user=researcher_user)
+    by_operator = services.job_cancel_request(job, user=operator_user)
+    assert (again.pk, again.reused, by_operator.pk, by_operator.reused, first.reused) == (
+        first.pk,
+        True,
+        first.pk,
+        True,
+        False,
+    )
+    assert Action.objects.filter(kind="cancel").count() == 1
+    assert AuditEntry.objects.filter(action="cancel").count() == 1
+    # and the database itself holds the rule
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Action.objects.create(kind="cancel", cluster=sim_cluster, job=job, status="running")
+
+
+def test_a_finished_cancel_answers_until_the_sync_sees_the_job_again(
+    sim_cluster, researcher_user, alice_account
+) -> None:
+    alice_account(sim_cluster)
+    job = Job.objects.create(
+        cluster=sim_cluster, job_id=7, user="alice", owner=researcher_user, state="RUNNING",
+        last_seen=timezone.now() - timedelta(seconds=5),
+    )  # fmt: skip
+    first = services.job_cancel_request(job, user=researcher_user)
+    Action.objects.filter(pk=first.pk).update(status="succeeded", finished=timezone.now())
+    # the sync has not looked since the cancel succeeded: the job is still RUNNING in the portal
+    assert services.job_cancel_request(job, user=researcher_user).pk == first.pk
+    # once the sync saw it still running after the cancel, a new cancel may be sent
+    Job.objects.filter(pk=job.pk).update(last_seen=timezone.now() + timedelta(seconds=1))
+    job.refresh_from_db()
+    second = services.job_cancel_request(job, user=researcher_user)
+    assert (second.pk != first.pk, second.reused, second.status) == (True, False, "pending")
+    # and after a failed cancel, too
+    Action.objects.filter(pk=second.pk).update(status="failed", finished=timezone.now())
+    assert services.job_cancel_request(job, user=researcher_user).pk not in (first.pk, second.pk)
+    assert Action.objects.filter(kind="cancel").count() == 3

@@ -133,6 +133,26 @@ def test_cancel_own_job_and_not_another_researchers(
     assert AuditEntry.objects.filter(action="cancel", username="alice").count() == 1
 
 
+def test_a_repeated_cancel_shows_the_cancel_in_progress(
+    sim_cluster, sim, researcher_user, map_account, client_as, django_capture_on_commit_callbacks
+):
+    # given alice's job and her cancel of it, not yet run (no worker has taken it)
+    map_account(researcher_user, sim_cluster)
+    c = client_as(researcher_user)
+    with django_capture_on_commit_callbacks(execute=True):
+        c.post("/jobs/submit/", _form(sim_cluster))
+    job = Job.objects.get()
+    r = c.post(f"/jobs/{job.pk}/cancel/", HTTP_HX_REQUEST="true")
+    first = Action.objects.get(kind="cancel")
+    # when she clicks cancel again (htmx), then the card of that same action comes back
+    r = c.post(f"/jobs/{job.pk}/cancel/", HTTP_HX_REQUEST="true")
+    assert r.status_code == 200 and f'id="action-{first.pk}"'.encode() in r.content
+    # and without htmx the job page says so
+    r = c.post(f"/jobs/{job.pk}/cancel/", follow=True)
+    assert f"Job {job.job_id} is already being cancelled.".encode() in r.content
+    assert list(Action.objects.filter(kind="cancel").values_list("pk", flat=True)) == [first.pk]
+
+
 def test_drain_needs_a_reason_then_drains_and_resumes_selected_nodes(
     sim_cluster, sim, operator_user, client_as, django_capture_on_commit_callbacks
 ):
