@@ -102,6 +102,13 @@ telemetry_ingest_samples([{"node": "rig01", "card": sys.argv[1], "metric": "link
                            "labels": {"port": "QSFP1"}}])
 """
 
+SYNC = """
+import django; django.setup()
+from inventory.models import Cluster
+from jobs.sync import cluster_sync
+assert cluster_sync(Cluster.objects.get(name="e2e-lab")).ok
+"""
+
 ALERTS = """
 import json, django; django.setup()
 from monitoring.models import Alert
@@ -340,6 +347,26 @@ def _state(page: Any, node: int) -> str:
     return _text(page, f"#node-{node} .nstate")
 
 
+def _wait_row(page: Any, stack: Stack, node: int, condition: str, timeout: float = 90.0) -> None:
+    """Wait for the row's Slurm state to satisfy ``condition`` (JS on ``s``), pushed to the page.
+
+    The action's success syncs its cluster at once; a node slurmd that was just (re)started may
+    still be flagged not responding then, so the next syncs (beat's job in production) run here
+    meanwhile: whichever sync sees the change, the row must arrive without a reload."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    js = f"(() => {{ const s = document.querySelector('#node-{node} .nstate').textContent.trim(); return {condition}; }})()"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            page.wait_for_function(js, timeout=5000)
+            return
+        except PlaywrightTimeout:
+            if time.monotonic() > deadline:
+                raise
+            stack.python(SYNC)
+
+
 def test_drain_and_resume_change_the_row_without_a_reload(browser: Any, stack: Stack) -> None:
     w = _page(browser, stack, "admin")
     page, node = w.page, stack.facts["node"]
@@ -352,18 +379,13 @@ def test_drain_and_resume_change_the_row_without_a_reload(browser: Any, stack: S
         page.select_option("#id_operation", "drain")
         page.fill("#id_reason", "e2e maintenance")
         page.click("#node-op-form button[type=submit]")
-        page.wait_for_function(
-            f"document.querySelector('#node-{node} .nstate').textContent.trim().startsWith('drain')",
-            timeout=30000,
-        )
+        _wait_row(page, stack, node, "s.startsWith('drain')")
         assert "e2e maintenance" in _text(page, f"#node-{node}")
         _shot(page, "nodeops-drained")
         page.check(f"#node-{node} input[name=nodes]")
         page.select_option("#id_operation", "resume")
         page.click("#node-op-form button[type=submit]")
-        page.wait_for_function(
-            f"document.querySelector('#node-{node} .nstate').textContent.trim() === 'idle'", timeout=30000
-        )
+        _wait_row(page, stack, node, "s === 'idle'")
         assert page.evaluate("window.__marker") == "same page"
     finally:  # leave the lab as found, whatever happened
         subprocess.run(
