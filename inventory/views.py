@@ -26,6 +26,7 @@ from inventory.models import (
 from inventory.readiness import node_readiness
 from inventory.services import cable_connect, cable_update, card_save
 from inventory.views_topology import readiness_badge
+from portal.roles import INFRASTRUCTURE_PERM
 from portal.views.generic import Column, ObjectDeleteView, ObjectDetailView, ObjectEditView, ObjectListView
 
 # -- sites, clusters, racks -------------------------------------------------------------------
@@ -63,10 +64,10 @@ class ClusterListView(ObjectListView):
         Column(_("Name"), "name", link=True, order_by="name"),
         Column(_("Site"), "site"),
         Column(_("Backend"), "backend"),
-        Column(_("Login host"), "ssh_host"),
+        Column(_("Login host"), "ssh_host", perm=INFRASTRUCTURE_PERM),
         Column(_("Nodes"), "node_count"),
         Column(_("Last sync"), "last_sync_ok_at"),
-        Column(_("Sync error"), "last_sync_error"),
+        Column(_("Sync error"), "last_sync_error", perm=INFRASTRUCTURE_PERM),
     ]
 
 
@@ -77,13 +78,14 @@ class ClusterView(ObjectDetailView):
     fields = [
         Column(_("Site"), "site"),
         Column(_("Backend"), "backend"),
-        Column(_("Login host"), "ssh_host"),
-        Column(_("SSH port"), "ssh_port"),
-        Column(_("Service account"), "ssh_user"),
-        Column(_("Host key pinned"), render=lambda c: bool(c.ssh_host_key)),
-        Column(_("Key path"), "ssh_key_path"),
+        Column(_("Login host"), "ssh_host", perm=INFRASTRUCTURE_PERM),
+        Column(_("SSH port"), "ssh_port", perm=INFRASTRUCTURE_PERM),
+        Column(_("Service account"), "ssh_user", perm=INFRASTRUCTURE_PERM),
+        Column(_("Host key pinned"), render=lambda c: bool(c.ssh_host_key), perm=INFRASTRUCTURE_PERM),
+        Column(_("Key path"), "ssh_key_path", perm=INFRASTRUCTURE_PERM),
+        Column(_("SLURM_CONF on the login host"), "slurm_conf", perm=INFRASTRUCTURE_PERM),
         Column(_("Last successful sync"), "last_sync_ok_at"),
-        Column(_("Sync error"), "last_sync_error"),
+        Column(_("Sync error"), "last_sync_error", perm=INFRASTRUCTURE_PERM),
         Column(_("Description"), "description"),
     ]
 
@@ -169,7 +171,13 @@ class NodeView(ObjectDetailView):
         Column(_("Slurm name"), "effective_slurm_name"),
         Column(_("Slurm state"), "slurm_state"),
         Column(_("Slurm reason"), "slurm_reason"),
-        Column(_("BMC"), render=lambda n: f"{n.get_bmc_kind_display()} {n.bmc_address}".strip()),
+        Column(
+            _("BMC"),
+            render=lambda n: " ".join(
+                p for p in (n.get_bmc_kind_display(), n.bmc_username, n.bmc_address) if p
+            ),
+            perm=INFRASTRUCTURE_PERM,
+        ),
         Column(_("Purchase cost"), "purchase_cost"),
         Column(_("Purchase date"), "purchase_date"),
         Column(_("Notes"), "notes"),

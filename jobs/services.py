@@ -172,11 +172,12 @@ def action_request(
     if kind == ActionKind.SUBMIT:
         if cluster is None:
             raise ValidationError({"cluster": [_("A cluster is required.")]})
-        missing = [key for key in ("name", "script") if not str(params.get(key) or "").strip()]
-        if missing:  # a 400 naming the field, not a TypeError (500)
-            raise ValidationError(
-                {"params": [_("%(field)s is required.") % {"field": f"params.{key}"} for key in missing]}
-            )
+        missing = [f for f in ("name", "script") if f not in params]
+        if missing:
+            raise ValidationError({"params": [_("Required job fields: %(f)s") % {"f": ", ".join(missing)}]})
+        unknown = sorted(set(params) - {"name", "script", *SPEC_FIELDS})
+        if unknown:
+            raise ValidationError({"params": [_("Unknown job fields: %(f)s") % {"f": ", ".join(unknown)}]})
         return job_submit(user=user, cluster=cluster, **params)
     if kind in NODE_ACTION_KINDS:
         if node is None:

@@ -54,9 +54,21 @@ class ClusterSerializer(PortalModelSerializer):
             "last_sync_at",
             "last_sync_ok_at",
             "last_sync_error",
+            "sync_failing_since",
+            "last_sync_warnings",
             "stale",
             "node_count",
             *STAMPS,
+        ]
+        infrastructure_fields = [
+            "ssh_host",
+            "ssh_port",
+            "ssh_user",
+            "ssh_host_key",
+            "ssh_key_path",
+            "slurm_conf",
+            "last_sync_error",
+            "last_sync_warnings",
         ]
 
     def get_stale(self, obj: Cluster) -> bool:
@@ -121,6 +133,7 @@ class NodeSerializer(PortalModelSerializer):
             *STAMPS,
         ]
         read_only_fields = ["slurm_state", "slurm_reason", "slurm_state_since"]
+        infrastructure_fields = ["bmc_kind", "bmc_address", "bmc_username", "bmc_password"]
 
 
 class PortTemplateSerializer(PortalModelSerializer):

@@ -59,9 +59,19 @@ class Cluster(ChangeLoggedModel):
     last_sync_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_sync_ok_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_sync_error = models.TextField(blank=True, editable=False)
+    #: first failed sync of the current outage (None while syncs succeed): "Slurm unreachable since …"
+    sync_failing_since = models.DateTimeField(null=True, blank=True, editable=False)
+    #: Slurm's warnings of the last successful sync, one a line (shown; they are not errors)
+    last_sync_warnings = models.TextField(blank=True, editable=False)
 
     class Meta:
         ordering = ["name"]
+        permissions = [
+            (
+                "see_infrastructure",
+                _("Can see how the portal reaches the hardware (SSH hosts, accounts, keys, BMC addresses)"),
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name
