@@ -221,6 +221,15 @@ def _shot(page: Any, name: str) -> None:
         page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=True)
 
 
+def _until(check: Any, timeout: float = 15.0) -> None:
+    """Poll ``check()`` from Python (the pages' CSP forbids the eval behind wait_for_function)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out")
+        time.sleep(0.2)
+
+
 def _text(page: Any, selector: str) -> str:
     return re.sub(r"\s+", " ", page.inner_text(selector)).strip()
 
@@ -307,7 +316,7 @@ def test_every_form_and_button_shows_the_servers_error(browser: Any, stack: Stac
     page.unroute("**/jobs/submit/")
     page.route("**/jobs/submit/", lambda route: route.abort())
     page.click("#submit-form button[type=submit].primary")
-    page.wait_for_function("document.querySelector('#notices').innerText.includes('could not be reached')")
+    _until(lambda: "could not be reached" in _text(page, "#notices"))
     assert len(page.query_selector_all("#notices .notice")) == 1  # one transport notice, replaced
     _shot(page, "error-network-notice")
     page.unroute("**/jobs/submit/")
@@ -347,21 +356,18 @@ def _state(page: Any, node: int) -> str:
     return _text(page, f"#node-{node} .nstate")
 
 
-def _wait_row(page: Any, stack: Stack, node: int, condition: str, timeout: float = 90.0) -> None:
-    """Wait for the row's Slurm state to satisfy ``condition`` (JS on ``s``), pushed to the page.
+def _wait_row(page: Any, stack: Stack, node: int, condition: Any, timeout: float = 90.0) -> None:
+    """Wait for the row's Slurm state to satisfy ``condition``, pushed to the page.
 
     The action's success syncs its cluster at once; a node slurmd that was just (re)started may
     still be flagged not responding then, so the next syncs (beat's job in production) run here
     meanwhile: whichever sync sees the change, the row must arrive without a reload."""
-    from playwright.sync_api import TimeoutError as PlaywrightTimeout
-
-    js = f"(() => {{ const s = document.querySelector('#node-{node} .nstate').textContent.trim(); return {condition}; }})()"
     deadline = time.monotonic() + timeout
     while True:
         try:
-            page.wait_for_function(js, timeout=5000)
+            _until(lambda: condition(_state(page, node)), timeout=5.0)
             return
-        except PlaywrightTimeout:
+        except AssertionError:
             if time.monotonic() > deadline:
                 raise
             stack.python(SYNC)
@@ -379,13 +385,13 @@ def test_drain_and_resume_change_the_row_without_a_reload(browser: Any, stack: S
         page.select_option("#id_operation", "drain")
         page.fill("#id_reason", "e2e maintenance")
         page.click("#node-op-form button[type=submit]")
-        _wait_row(page, stack, node, "s.startsWith('drain')")
+        _wait_row(page, stack, node, lambda s: s.startswith("drain"))
         assert "e2e maintenance" in _text(page, f"#node-{node}")
         _shot(page, "nodeops-drained")
         page.check(f"#node-{node} input[name=nodes]")
         page.select_option("#id_operation", "resume")
         page.click("#node-op-form button[type=submit]")
-        _wait_row(page, stack, node, "s === 'idle'")
+        _wait_row(page, stack, node, lambda s: s == "idle")
         assert page.evaluate("window.__marker") == "same page"
     finally:  # leave the lab as found, whatever happened
         subprocess.run(
@@ -410,13 +416,13 @@ def test_a_rig_link_down_turns_red_and_green_again_and_its_alert_resolves(browse
     page.evaluate("window.__marker = 'same page'")
 
     stack.python(LINK, uuid_b, "0")
-    page.wait_for_function(f"document.querySelector('{line}').classList.contains('link-down')", timeout=15000)
+    _until(lambda: "link-down" in (page.get_attribute(line, "class") or "").split())
     alerts = json.loads(stack.python(ALERTS))
     assert [(name, status) for name, status, _t in alerts] == [("Link down", "firing")]
     _shot(page, "fabric-link-down")
 
     stack.python(LINK, uuid_b, "1")
-    page.wait_for_function(f"document.querySelector('{line}').classList.contains('link-up')", timeout=15000)
+    _until(lambda: "link-up" in (page.get_attribute(line, "class") or "").split())
     assert [(name, status) for name, status, _t in json.loads(stack.python(ALERTS))] == [
         ("Link down", "resolved")
     ]
