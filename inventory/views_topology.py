@@ -84,7 +84,7 @@ class FabricView(ObjectDetailView):
     ]
 
     def extra_context(self, obj: Any) -> dict[str, Any]:
-        from portal.live.fragments import fabric_drawing, fabric_links
+        from inventory.live import fabric_drawing, fabric_links
 
         data, result = fabric_check(obj)
         cable_plan = plan(data) if any(f.kind == "missing_link" for f in result.findings) else None

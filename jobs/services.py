@@ -141,6 +141,19 @@ def action_enqueue(action_id: str) -> None:
     action_execute_task.apply_async(args=[action_id], task_id=action_id)
 
 
+#: actions whose effect only a sync shows (the node's Slurm state, the job's): their success
+#: syncs the cluster at once, so the pages show ``drained`` now rather than at the next beat
+SYNC_AFTER_KINDS = frozenset({ActionKind.DRAIN, ActionKind.RESUME, ActionKind.REBOOT, ActionKind.CANCEL})
+
+
+def cluster_sync_enqueue(cluster_id: int) -> None:
+    from jobs.tasks import cluster_sync_task
+
+    cluster_sync_task.apply_async(
+        args=[cluster_id], expires=int(getattr(settings, "PORTAL_SYNC_INTERVAL", 15))
+    )
+
+
 @transaction.atomic
 def action_request(
     kind: str,
@@ -461,4 +474,8 @@ def action_execute(action_id: str) -> Action | None:
     except Exception as exc:
         logger.exception("action %s failed unexpectedly", action_id)
         return _finish(action, ActionStatus.FAILED, error=f"internal error: {exc!r}")
-    return _finish(action, ActionStatus.SUCCEEDED, output=output)
+    done = _finish(action, ActionStatus.SUCCEEDED, output=output)
+    if done.kind in SYNC_AFTER_KINDS:
+        cluster_id = done.cluster_id
+        transaction.on_commit(lambda: cluster_sync_enqueue(cluster_id))
+    return done

@@ -18,6 +18,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
@@ -140,6 +141,10 @@ def job_cancel(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     except PermissionDenied as exc:
         return _forbidden(request, str(exc))
     except ValidationError as exc:
+        if request.htmx:  # into the button's target, as the action card would have been
+            return HttpResponse(
+                format_html('<p class="errors" role="alert">{}</p>', " ".join(exc.messages)), status=400
+            )
         messages.error(request, " ".join(exc.messages))
         return HttpResponseRedirect(reverse("jobs:job", args=[job.pk]))
     if request.htmx:

@@ -10,6 +10,7 @@ class MonitoringConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import post_delete, post_save
 
+        from monitoring import live
         from monitoring.models import AlertRule, Series
         from monitoring.services.alerts import alert_rules_forget
 
@@ -27,3 +28,4 @@ class MonitoringConfig(AppConfig):
         post_delete.connect(
             alert_rules_forget, sender=AlertRule, dispatch_uid="monitoring.rules_del", weak=False
         )
+        live.register()  # the overview, alerts' routes and the telemetry signal (portal/live is the mechanism)

@@ -224,16 +224,35 @@ def _alerts(out: dict[int, ClusterOverview], ids: list[int]) -> None:
 
 
 # -- rack thermal map and node charts -------------------------------------------------------------
+#: Slurm states (sinfo's, lower case, flags stripped) in which a node's readings say nothing about
+#: how its cards are now: they are shown stale, never green
+UNREACHABLE_SLURM_STATES = frozenset(
+    {"down", "unknown", "fail", "failing", "power_down", "powered_down", "powering_down", "not_responding"}
+)
+
+
+def slurm_unreachable(state: str | None) -> bool:
+    """True for a node Slurm marks down (``down``, ``fail``...) or not responding (``idle*``)."""
+    text = (state or "").strip().lower()
+    if not text:
+        return False
+    if text.endswith("*"):  # sinfo: the node is not responding
+        return True
+    return text.rstrip("~#!%$@^-").split("+")[0] in UNREACHABLE_SLURM_STATES
+
+
 @dataclass
 class ThermalCard:
     card: Card
     temperature: float | None
     power: float | None
     utilisation: float | None
+    #: the node is down or not responding in Slurm: the last reading is shown, greyed, not judged
+    stale: bool = False
 
     @property
     def level(self) -> str:
-        return temperature_level(self.temperature)
+        return "unknown" if self.stale else temperature_level(self.temperature)
 
 
 @dataclass
@@ -243,7 +262,13 @@ class ThermalNode:
     node_temperature: float | None = None
 
     @property
+    def stale(self) -> bool:
+        return slurm_unreachable(self.node.slurm_state)
+
+    @property
     def level(self) -> str:
+        if self.stale:
+            return "unknown"
         temps = [c.temperature for c in self.cards if c.temperature is not None]
         return temperature_level(max(temps) if temps else self.node_temperature)
 
@@ -267,8 +292,16 @@ def node_thermal_list(
     latest = latest_values(pks)
     result = []
     for n in node_list:
+        stale = slurm_unreachable(n.slurm_state)
         tcards = [
-            ThermalCard(c, *(latest.get((n.pk, c.pk, m)) for m in CHART_METRICS)) for c in cards.get(n.pk, [])
+            ThermalCard(
+                c,
+                latest.get((n.pk, c.pk, TEMPERATURE)),
+                latest.get((n.pk, c.pk, CARD_POWER)),
+                latest.get((n.pk, c.pk, UTILISATION)),
+                stale=stale,
+            )
+            for c in cards.get(n.pk, [])
         ]
         result.append(ThermalNode(n, tcards, latest.get((n.pk, None, TEMPERATURE))))
     return result
@@ -332,6 +365,37 @@ def port_link_up(port_ids: Iterable[int]) -> dict[int, bool]:
         port = ports.get((node_id, card_id, name.lower()))
         if port is not None:
             out[port] = out.get(port, True) and value >= 1
+    return out
+
+
+#: event rules whose firing alerts mean "this link is down" (the fabric drawing colours it red)
+LINK_DOWN_EVENTS = frozenset({"link_down"})
+
+
+def port_link_alerts(port_ids: Iterable[int]) -> set[int]:
+    """The ports (of ``port_ids``) with a firing link-down alert: the alert's node and card are the
+    port's and its ``port`` label names it (``n<node>/<card ref>/<labels>`` targets)."""
+    from inventory.models import Port
+
+    ports: dict[tuple[int, int | None, str], int] = {}
+    for pk, node_id, card_id, name in Port.objects.filter(pk__in=list(port_ids)).values_list(
+        "pk", "node_id", "card_id", "name"
+    ):
+        ports[(node_id, card_id, name.lower())] = pk
+    if not ports:
+        return set()
+    out: set[int] = set()
+    rows = Alert.objects.filter(
+        status=Alert.Status.FIRING,
+        rule__event_kind__in=LINK_DOWN_EVENTS,
+        node_id__in={node_id for node_id, _c, _n in ports},
+    ).values_list("node_id", "card_id", "target")
+    for node_id, card_id, target in rows:
+        labels = target.split("/", 2)[2] if target.count("/") >= 2 else ""
+        name = dict(kv.partition("=")[::2] for kv in labels.split(",") if kv).get("port", "")
+        port = ports.get((node_id, card_id, name.lower()))
+        if port is not None:
+            out.add(port)
     return out
 
 

@@ -27,7 +27,7 @@ def _alert_actions(alert: Alert) -> Any:
     if alert.acknowledged_at is None:
         buttons.append(
             format_html(
-                '<button type="button" hx-post="{}">{}</button>',
+                '<button type="button" hx-post="{}" hx-target="closest td">{}</button>',
                 reverse("monitoring:alert_acknowledge", args=[alert.pk]),
                 _("Acknowledge"),
             )
@@ -35,7 +35,7 @@ def _alert_actions(alert: Alert) -> Any:
     if alert.status == Alert.Status.FIRING:
         buttons.append(
             format_html(
-                '<button type="button" hx-post="{}">{}</button>',
+                '<button type="button" hx-post="{}" hx-target="closest td">{}</button>',
                 reverse("monitoring:alert_resolve", args=[alert.pk]),
                 _("Resolve"),
             )
@@ -71,8 +71,8 @@ def _transition(request: HttpRequest, pk: int, service: Any) -> HttpResponse:
     alert = get_object_or_404(Alert, pk=pk)
     try:
         service(alert=alert, user=request.user)
-    except ValidationError as exc:
-        return HttpResponse(exc.messages[0], status=403)
+    except ValidationError as exc:  # shown in the row's action cell (static/js/portal.js swaps 4xx fragments)
+        return HttpResponse(format_html('<p class="errors" role="alert">{}</p>', exc.messages[0]), status=403)
     response = HttpResponse(status=204)
     response["HX-Refresh"] = "true"
     return response

@@ -59,6 +59,7 @@ portal_patterns = [
 
 urlpatterns = [
     path("", home, name="home"),
+    path("favicon.ico", system.favicon, name="favicon"),
     path("healthz", system.healthz, name="healthz"),
     path("readyz", system.readyz, name="readyz"),
     path("login/", system.RateLimitedLoginView.as_view(), name="login"),

@@ -169,6 +169,33 @@ def alerts_evaluate(
         changed |= _evaluate_series(plan, read or [], points, now=now, previous=previous or {})
     if events:
         changed |= _evaluate_events(events, now=now)
+        changed |= _clear_by_events(events)
+    return changed
+
+
+#: events that end another event's condition: a link that comes back up resolves the "link down"
+#: alert of the same link (same node, card and labels), instead of leaving it to the quiet period
+CLEARED_BY: dict[str, frozenset[str]] = {"link_up": frozenset({"link_down"})}
+
+
+def _clear_by_events(events: Sequence[Event]) -> set[int]:
+    changed: set[int] = set()
+    for event in sorted((e for e in events if e.kind in CLEARED_BY), key=lambda e: e.ts):
+        labels = str(event.data.get("labels", "")) if isinstance(event.data, dict) else ""
+        targets = {
+            alert_target(event.node_id, event.card_ref, labels),
+            alert_target(event.node_id, "", labels),
+        }
+        firing = Alert.objects.filter(
+            status=Alert.Status.FIRING,
+            rule__kind=AlertRule.Kind.EVENT,
+            rule__event_kind__in=CLEARED_BY[event.kind],
+            target__in=targets,
+            started_at__lte=event.ts,
+        )
+        for alert in firing:
+            _resolve(alert, event.ts, _("cleared: %(event)s") % {"event": event.message})
+            changed.add(alert.pk)
     return changed
 
 

@@ -1,4 +1,6 @@
-"""Websocket consumers of the live pages (thin: permissions, groups, snapshot, re-render on events).
+"""The base of every live page's websocket consumer (thin: permissions, groups, snapshot,
+re-render on events). The consumers themselves live with the app that owns their page
+(``<app>/live.py``) and are routed through :mod:`portal.live.registry`.
 
 Every consumer rejects anonymous users, joins only the groups its user may hear, sends a full
 snapshot of what the page shows on connect (delivery is at-most-once), and on each ``live.changed``
@@ -6,9 +8,9 @@ group event re-reads the changed rows through the selectors with the socket user
 the page's own fragments, swapped by element id by htmx's websocket extension. Consumers never write.
 
 Rendering is shared: sockets of one process that receive the same event and render the same
-"view" await one render (:func:`shared_render`). The overview is not rendered here at all when
-the event carries its finished ``frames`` (rendered once by the pushing process): consumers
-forward the frame of their variant.
+"view" await one render (:func:`shared_render`). A summary (the overview) is not rendered by its
+consumers at all when the event carries its finished ``frames`` (rendered once by the pushing
+process): they forward the frame of their variant.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from functools import partial
 from http.cookies import SimpleCookie
 from typing import Any
@@ -25,13 +27,12 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 from django.http import QueryDict
-from django.template.loader import render_to_string
 from django.utils import translation
 from django.utils.translation import get_supported_language_variant
 from django.utils.translation.trans_real import parse_accept_lang_header
 
-from portal.live import groups, push, watchdog
-from portal.live.fragments import overview_variant, render_overview, status_html
+from portal.live import push, watchdog
+from portal.live.fragments import status_html
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
@@ -109,6 +110,9 @@ class LiveConsumer(AsyncWebsocketConsumer):
     permission = ""
     #: snapshots depend only on ``view`` + :meth:`render_key` (no per-socket state): share them
     shared_snapshots = False
+    #: the watchdog re-sends this socket a snapshot every PORTAL_LIVE_OVERVIEW_REFRESH_S (pages
+    #: whose staleness warnings depend on the clock)
+    periodic_snapshot = False
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -151,7 +155,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
             body = await shared_snapshot((self.view, self.language, *self.render_key()), since, snapshot)
         else:
             body = await database_sync_to_async(snapshot)()
-        for frame in self.frames(body, status_html("snapshot"), snapshot=True):
+        for frame in self.frames(body, self.in_language(status_html, "snapshot"), snapshot=True):
             await self.send(text_data=frame)
 
     async def live_resync(self, event: dict[str, Any]) -> None:
@@ -162,7 +166,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
         ids = event.get("ids", {})
         key = (event.get("seq"), self.view, self.language, *self.render_key())
         rendered = await shared_render(key, lambda: self.in_language(self.update, ids))
-        for frame in self.frames(rendered, status_html(event.get("seq", ""), event.get("ts"))):
+        status = self.in_language(status_html, event.get("seq", ""), event.get("ts"))
+        for frame in self.frames(rendered, status):
             await self.send(text_data=frame)
 
     def in_language(self, render: Callable[..., Any], *args: Any) -> Any:
@@ -175,7 +180,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
         """Check object permissions, set ``live_groups``; False rejects the socket."""
         raise NotImplementedError
 
-    def snapshot(self) -> str:
+    def snapshot(self) -> Any:
+        """What :meth:`frames` turns into the snapshot's frames (a fragment, or rows by id)."""
         raise NotImplementedError
 
     def render_key(self) -> tuple[Any, ...]:
@@ -189,310 +195,6 @@ class LiveConsumer(AsyncWebsocketConsumer):
         """The websocket frames for one snapshot or update (none when nothing shown changed)."""
         body = str(rendered or "")
         return [status + body] if body or snapshot else []
-
-
-# -- cluster overview ----------------------------------------------------------------------------------
-class OverviewConsumer(LiveConsumer):
-    view = "overview"
-    shared_snapshots = True
-
-    def setup(self) -> bool:
-        self.with_alerts = self.user.has_perm("monitoring.view_alert")
-        self.live_groups = [groups.OVERVIEW]
-        return True
-
-    def render_key(self) -> tuple[Any, ...]:
-        return (self.with_alerts,)
-
-    async def live_changed(self, event: dict[str, Any]) -> None:
-        frame = event.get("frames", {}).get(overview_variant(self.with_alerts, self.language))
-        if frame is None:  # an event without rendered frames: render here (once per process)
-            await super().live_changed(event)
-        else:
-            await self.send(text_data=frame)
-
-    def snapshot(self) -> str:
-        return render_overview(None, with_alerts=self.with_alerts)
-
-    def update(self, ids: dict[str, list[Any]]) -> str:
-        cluster_ids = ids.get("cluster")
-        return render_overview(cluster_ids, with_alerts=self.with_alerts) if cluster_ids else ""
-
-
-# -- rack thermal map -------------------------------------------------------------------------------------
-class RackConsumer(LiveConsumer):
-    view = "rack"
-    permission = "inventory.view_rack"
-    shared_snapshots = True
-
-    def setup(self) -> bool:
-        from inventory.models import Rack
-
-        self.rack_id = int(self.scope["url_route"]["kwargs"]["pk"])
-        if not Rack.objects.filter(pk=self.rack_id).exists():
-            return False
-        self.live_groups = [groups.rack(self.rack_id)]
-        return True
-
-    def render_key(self) -> tuple[Any, ...]:
-        return (self.rack_id,)
-
-    def snapshot(self) -> str:
-        from monitoring.overview import node_thermal_list
-
-        return render_to_string(
-            "live/rack_thermal_nodes.html",
-            {"rack_id": self.rack_id, "nodes": node_thermal_list(rack_id=self.rack_id)},
-        )
-
-    def update(self, ids: dict[str, list[Any]]) -> str:
-        from inventory.models import Card
-        from monitoring.overview import node_thermal_list
-
-        node_ids = set(ids.get("node", ())) | set(
-            Card.objects.filter(pk__in=ids.get("card", ())).values_list("node_id", flat=True)
-        )
-        if not node_ids:
-            return ""
-        nodes = node_thermal_list(node_ids=node_ids, rack_id=self.rack_id)
-        return "".join(render_to_string("live/thermal_node.html", {"t": t}) for t in nodes)
-
-
-# -- fabric drawing ----------------------------------------------------------------------------------------
-#: {fabric pk: the link states this process last pushed}: telemetry that changes no link is not re-drawn
-_fabric_links: dict[int, dict[int, bool]] = {}
-
-
-class FabricConsumer(LiveConsumer):
-    """The fabric page's drawing, re-drawn when a member's link telemetry (``link_up``) changes."""
-
-    view = "fabric"
-    permission = "inventory.view_fabric"
-    shared_snapshots = True
-
-    def setup(self) -> bool:
-        from inventory.models import Fabric
-
-        self.fabric_id = int(self.scope["url_route"]["kwargs"]["pk"])
-        if not Fabric.objects.filter(pk=self.fabric_id).exists():
-            return False
-        self.live_groups = [groups.fabric(self.fabric_id)]
-        return True
-
-    def render_key(self) -> tuple[Any, ...]:
-        return (self.fabric_id,)
-
-    def snapshot(self) -> str:
-        return self._draw(only_if_changed=False)
-
-    def update(self, ids: dict[str, list[Any]]) -> str:
-        return self._draw(only_if_changed=True)
-
-    def _draw(self, *, only_if_changed: bool) -> str:
-        from inventory.models import Fabric
-        from inventory.topology.check import check
-        from inventory.topology.data import fabric_data
-        from portal.live.fragments import fabric_drawing, fabric_links
-
-        fabric = Fabric.objects.filter(pk=self.fabric_id).first()
-        if fabric is None:
-            return ""
-        data = fabric_data(fabric)
-        links = fabric_links(data)
-        if only_if_changed:
-            if _fabric_links.get(self.fabric_id) == links:
-                return ""
-            _fabric_links[self.fabric_id] = links
-        return fabric_drawing(self.fabric_id, data, check(data), links)
-
-
-# -- node page -------------------------------------------------------------------------------------------
-class NodeConsumer(LiveConsumer):
-    """Latest points for the charts, the cards' thermal cells, the node's jobs and actions."""
-
-    view = "node"
-    permission = "inventory.view_node"
-
-    def setup(self) -> bool:
-        from inventory.models import Node
-        from jobs.selectors import can_see_all_jobs
-
-        self.node_id = int(self.scope["url_route"]["kwargs"]["pk"])
-        if not Node.objects.filter(pk=self.node_id).exists():
-            return False
-        self.see_all = can_see_all_jobs(self.user) or self.user.has_perm("jobs.operate_nodes")
-        self.live_groups = [groups.node(self.node_id)]
-        return True
-
-    def render_key(self) -> tuple[Any, ...]:
-        # the node's telemetry is the same for everyone; jobs and actions are the user's own
-        # unless they may see all of them
-        return (self.node_id, "all" if self.see_all else self.user.pk)
-
-    def snapshot(self) -> str:
-        return self._render(telemetry=True, activity=True)
-
-    def update(self, ids: dict[str, list[Any]]) -> str:
-        telemetry = bool(ids.get("node") or ids.get("card") or ids.get("alert"))
-        activity = bool(ids.get("job") or ids.get("action"))
-        return self._render(telemetry=telemetry, activity=activity)
-
-    def _render(self, *, telemetry: bool, activity: bool) -> str:
-        from monitoring.overview import node_latest_points, node_thermal_list
-
-        parts = []
-        if telemetry:
-            thermal = node_thermal_list(node_ids=[self.node_id])
-            parts.append(
-                render_to_string(
-                    "live/node_latest.html",
-                    {
-                        "node_id": self.node_id,
-                        "points": node_latest_points(self.node_id),
-                        "t": thermal[0] if thermal else None,
-                    },
-                )  # fmt: skip
-            )
-        if activity:
-            parts.append(
-                render_to_string("live/node_activity.html", node_activity_context(self.node_id, self.user))
-            )
-        return "".join(parts)
-
-
-def node_activity_context(node_id: int, user: Any) -> dict[str, Any]:
-    """The node's active and recent jobs and its recent actions, as ``user`` may see them."""
-    from inventory.models import Node
-    from jobs.selectors import action_list, job_list
-
-    node = Node.objects.get(pk=node_id)
-    name = node.slurm_name or node.hostname.split(".")[0]
-    jobs = job_list(user=user).filter(cluster=node.cluster, node_names__contains=f",{name},")[:10]
-    actions = action_list(user=user).filter(node_id=node_id)[:5]
-    return {"node_id": node_id, "jobs": list(jobs), "actions": list(actions)}
-
-
-# -- job queue, my jobs, actions -------------------------------------------------------------------------
-class JobsConsumer(LiveConsumer):
-    """``?view=jobs`` (job list rows, with the page's own filters), ``view=actions`` (action list
-    rows), ``view=action&id=<uuid>`` (one action card). Users who may see every job join the
-    "jobs" group; others only their own user group, and every row is re-read in their scope."""
-
-    view = "jobs"
-    permission = "jobs.view_job"
-
-    def setup(self) -> bool:
-        from jobs.selectors import can_see_all_jobs
-
-        self.page = self.query.get("view", "jobs")
-        if self.page not in ("jobs", "actions", "action"):
-            return False
-        self.see_all = can_see_all_jobs(self.user)
-        self.scope_all = self.page != "jobs" or (self.query.get("scope") == "all" and self.see_all)
-        self.action_id = self.query.get("id", "")
-        self.known: set[Any] = set()
-        if self.page == "action" and not self._visible_actions([self.action_id]):
-            return False
-        self.live_groups = [groups.ALL_JOBS if self.see_all else groups.user(self.user.pk)]
-        return True
-
-    def render_key(self) -> tuple[Any, ...]:
-        # rows depend on the filters and on the user (cancel buttons, scope)
-        return (self.page, self.query.urlencode(), self.user.pk)
-
-    # -- reads
-    def _job_queryset(self) -> Any:
-        from jobs import page_selectors as ps
-
-        scope = "all" if self.scope_all else "mine"
-        return ps.JobPageFilterSet(
-            self.query or None, queryset=ps.job_page_list(user=self.user, scope=scope)
-        ).qs
-
-    def _visible_actions(self, ids: Iterable[Any]) -> list[Any]:
-        from jobs.selectors import action_list
-
-        try:
-            return list(action_list(user=self.user).filter(pk__in=[i for i in ids if i]))
-        except Exception:  # a malformed uuid
-            return []
-
-    def _page_number(self) -> int:
-        try:
-            return max(1, int(self.query.get("page", "1")))
-        except ValueError:
-            return 1
-
-    # -- renders
-    def snapshot(self) -> str:
-        from django.core.paginator import Paginator
-
-        from jobs.views import action_card_html, job_row_html
-
-        if self.page == "action":
-            return "".join(action_card_html(a) for a in self._visible_actions([self.action_id]))
-        if self.page == "actions":
-            from jobs.selectors import action_list
-
-            actions = Paginator(action_list(user=self.user), 50).get_page(self._page_number()).object_list
-            self.known = {str(a.pk) for a in actions}
-            rows = "".join(
-                render_to_string("jobs/action_list.html#action-row", {"action": a}) for a in actions
-            )
-            return f'<tbody id="action-rows">{rows}</tbody>' if rows else ""
-        page = Paginator(self._job_queryset(), 50).get_page(self._page_number())
-        self.known = {j.pk for j in page.object_list}
-        rows = "".join(job_row_html(j, self.user, show_user=self.scope_all) for j in page.object_list)
-        return f'<tbody id="job-rows">{rows}</tbody>' if rows else ""
-
-    def update(self, ids: dict[str, list[Any]]) -> dict[Any, str | None]:
-        """{row id: its html, or None when no longer shown}; turned into frames per socket."""
-        from jobs.views import action_card_html, job_row_html
-
-        if self.page == "jobs":
-            changed = ids.get("job", [])
-            if not changed:
-                return {}
-            shown = {j.pk: j for j in self._job_queryset().filter(pk__in=changed)}
-            return {pk: job_row_html(shown[pk], self.user, show_user=self.scope_all).strip() if pk in shown else None
-                    for pk in changed}  # fmt: skip
-        action_ids = ids.get("action", [])
-        if self.page == "action":
-            action_ids = [a for a in action_ids if str(a) == self.action_id]
-        visible = self._visible_actions(action_ids)
-        if self.page == "action":
-            return {str(a.pk): action_card_html(a) for a in visible}
-        return {
-            str(a.pk): render_to_string("jobs/action_list.html#action-row", {"action": a}).strip()
-            for a in visible
-        }
-
-    def frames(self, rendered: Any, status: str, *, snapshot: bool = False) -> list[str]:
-        # table rows never share a frame with other elements: the HTML parser would drop them
-        if snapshot or self.page == "action":
-            body = rendered if isinstance(rendered, str) else "".join((rendered or {}).values())
-            return [status, body] if body else ([status] if snapshot else [])
-        if not rendered:
-            return []
-        container = "#job-rows" if self.page == "jobs" else "#action-rows"
-        prefix, suffix = ("job-", "") if self.page == "jobs" else ("action-", "-row")
-        rows, new = [], []
-        for pk, row in rendered.items():
-            if row is None:
-                if pk in self.known:
-                    rows.append(f'<tr id="{prefix}{pk}{suffix}" hx-swap-oob="delete"></tr>')
-                    self.known.discard(pk)
-            elif pk in self.known:
-                rows.append(row)
-            elif self._page_number() == 1:
-                new.append(row)
-                self.known.add(pk)
-        out = [status] if rows or new else []
-        if rows:
-            out.append("".join(rows))
-        if new:
-            out.append(f'<tbody hx-swap-oob="afterbegin:{container}">{"".join(new)}</tbody>')
-        return out
 
 
 # -- benchmark baseline ------------------------------------------------------------------------------

@@ -6,9 +6,12 @@ one background thread per process at most every ``PORTAL_LIVE_FLUSH_MS`` (leadin
 process pushes at once, a busy one once per interval), so a node that changes 50 times in a
 second is pushed a handful of times, not 50. A flush reads where the ids belong (a few flat
 queries) and sends ONE ``live.changed`` group event per group with every changed id of that group.
-Consumers re-read through the selectors and render the fragments (see consumers.py), except the
-overview's: it is the same for every socket of a role, so the flush renders it once, in both
-variants, and the event carries the finished frames (``frames``) that the consumers forward.
+Consumers re-read through the selectors and render the fragments (see consumers.py), except a
+summary's (the overview): it is the same for every socket of a role, so the flush renders it once,
+in every variant, and the event carries the finished frames (``frames``) that the consumers forward.
+
+Which groups hear about which ids is the apps' business: each app registers its kinds, routers and
+summaries in :mod:`portal.live.registry` when it is ready; nothing here imports a domain app.
 
 Delivery through the channel layer is at-most-once: a lost flush (Redis down) is caught up by
 the snapshot a consumer sends on (re)connect and by :mod:`portal.live.watchdog`. A group send that
@@ -29,18 +32,18 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import close_old_connections
 
-from portal.live import groups
+from portal.live import registry
 
 logger = logging.getLogger(__name__)
 
-KINDS = ("node", "card", "alert", "job", "action", "cluster")
+#: the kinds of ids the apps mark are theirs to declare (:mod:`portal.live.registry`)
 EVENT_TYPE = "live.changed"
 RESYNC_TYPE = "live.resync"
 
@@ -75,7 +78,7 @@ class Coalescer:
 
     def mark(self, changed: Mapping[str, Iterable[Any]]) -> None:
         """Add ``{kind: ids}`` (all kinds of one commit at once, so one flush carries them all)."""
-        unknown = set(changed) - set(KINDS)
+        unknown = set(changed) - set(registry.kinds())
         if unknown:
             raise ValueError(f"unknown live kinds {sorted(unknown)}")
         clean = {k: [i for i in ids if i is not None] for k, ids in changed.items()}
@@ -170,11 +173,10 @@ class Coalescer:
         # ingest batch): it runs at the next allocation after this, in the routing below
         with _gc_deferred():
             summary = route_overview(batch, seq=seq, ts=ts)
-            if summary:
-                with_overview_frames(summary[groups.OVERVIEW])
+            for group, message in summary.items():
+                with_overview_frames(message, group=group)
             self.send(summary)
-        messages = route(batch, seq=seq, ts=ts)
-        messages.pop(groups.OVERVIEW, None)
+        messages = route(batch, seq=seq, ts=ts, summaries=False)
         self.send(messages)
         return {**summary, **messages}
 
@@ -258,167 +260,63 @@ def flush_now() -> Messages:
 
 # -- routing -------------------------------------------------------------------------------------
 def route_overview(batch: Mapping[str, Iterable[Any]], *, seq: str, ts: float) -> Messages:
-    """The overview event alone: the clusters the batch touches (one small query per kind)."""
-    from inventory.models import Card, Node
-    from jobs.models import Action, Job
-    from monitoring.models import Alert
-
-    clusters = set(batch.get("cluster", ()))
-    node_ids = set(batch.get("node", ()))
-    if node_ids:
-        clusters |= set(Node.objects.filter(pk__in=node_ids).values_list("cluster_id", flat=True).distinct())
-    else:  # a batch with node ids names the nodes of its cards and alerts too (telemetry)
-        cards, alerts = set(batch.get("card", ())), set(batch.get("alert", ()))
-        if cards:
-            clusters |= set(Card.objects.filter(pk__in=cards).values_list("node__cluster_id", flat=True))
-        if alerts:
-            clusters |= set(Alert.objects.filter(pk__in=alerts).values_list("node__cluster_id", flat=True))
-    if batch.get("job"):
-        clusters |= set(Job.objects.filter(pk__in=set(batch["job"])).values_list("cluster_id", flat=True))
-    if batch.get("action"):
-        clusters |= set(
-            Action.objects.filter(pk__in=set(batch["action"])).values_list("cluster_id", flat=True)
-        )
-    clusters.discard(None)
-    if not clusters:
-        return {}
-    return {groups.OVERVIEW: {"type": EVENT_TYPE, "seq": seq, "ts": ts, "ids": {"cluster": _plain(clusters)}}}
+    """The summary events alone (the overview): routed and sent before the rest of a flush."""
+    plain = {kind: set(ids) for kind, ids in batch.items()}
+    out: Messages = {}
+    for summary in registry.summaries():
+        ids = summary.route(plain)
+        if any(ids.values()):
+            out[summary.group] = {"type": EVENT_TYPE, "seq": seq, "ts": ts, "ids": ids}
+    return out
 
 
-#: larger overview frames are left to the consumers to render (keeps a group message small)
+#: larger summary frames are left to the consumers to render (keeps a group message small)
 FRAMES_MAX_BYTES = 256 * 1024
 
 
-def with_overview_frames(message: dict[str, Any]) -> dict[str, Any]:
-    """Add the rendered overview frames of the message's clusters (both variants), once per
-    flush; on failure or when too large the event goes without them and consumers render."""
-    from portal.live.fragments import overview_frames
-
+def with_overview_frames(message: dict[str, Any], *, group: str = "overview") -> dict[str, Any]:
+    """Add the summary's frames rendered once for this flush (every variant); on failure or when
+    too large the event goes without them and consumers render."""
+    summary = registry.summary(group)
+    if summary is None or summary.frames is None:
+        return message
     try:
-        frames = overview_frames(message["ids"]["cluster"], seq=message["seq"], ts=message["ts"])
+        frames = summary.frames(message["ids"], seq=message["seq"], ts=message["ts"])
     except Exception:
-        logger.warning("live push: rendering the overview failed; consumers will render", exc_info=True)
+        logger.warning("live push: rendering %s failed; consumers will render", group, exc_info=True)
         return message
     if sum(len(f) for f in frames.values()) <= FRAMES_MAX_BYTES:
         message["frames"] = frames
     return message
 
 
-def route(batch: Mapping[str, Iterable[Any]], *, seq: str, ts: float) -> Messages:
-    """Which groups hear about which ids: one ``live.changed`` event per group."""
-    from inventory.models import Card, Node
-    from jobs.models import Action, Job
-    from monitoring.models import Alert
-
-    out: dict[str, dict[str, set[Any]]] = {}
-
-    def add(group: str, kind: str, pk: Any) -> None:
-        out.setdefault(group, {}).setdefault(kind, set()).add(pk)
-
-    node_ids = set(batch.get("node", ()))
-    card_node = dict(Card.objects.filter(pk__in=set(batch.get("card", ()))).values_list("pk", "node_id"))
-    alert_node = dict(Alert.objects.filter(pk__in=set(batch.get("alert", ()))).values_list("pk", "node_id"))
-    actions = list(
-        Action.objects.filter(pk__in=set(batch.get("action", ()))).values_list(
-            "pk", "cluster_id", "node_id", "requested_by_id", "job_id"
-        )
-    )
-    job_ids = set(batch.get("job", ())) | {a[4] for a in actions if a[4] is not None}
-    jobs = list(Job.objects.filter(pk__in=job_ids).values_list("pk", "cluster_id", "owner_id", "node_names"))
-    node_ids |= set(card_node.values()) | set(alert_node.values()) | {a[2] for a in actions if a[2]}
-    nodes = {
-        pk: (c, r)
-        for pk, c, r in Node.objects.filter(pk__in=node_ids).values_list("pk", "cluster_id", "rack_id")
-    }
-    cluster_ids = set(batch.get("cluster", ()))
-
-    def node_groups(node_id: int) -> list[str]:
-        cluster_id, rack_id = nodes.get(node_id, (None, None))
-        gs = [groups.node(node_id)]
-        if cluster_id is not None:
-            gs.append(groups.cluster(cluster_id))
-            cluster_ids.add(cluster_id)
-        if rack_id is not None:
-            gs.append(groups.rack(rack_id))
-        return gs
-
-    for pk in set(batch.get("node", ())):
-        for g in node_groups(pk):
-            add(g, "node", pk)
-    for pk, node_id in card_node.items():
-        for g in node_groups(node_id):
-            add(g, "card", pk)
-    for pk, node_id in alert_node.items():
-        for g in node_groups(node_id):
-            add(g, "alert", pk)
-    job_nodes = _job_nodes(jobs)
-    for pk, cluster_id, owner_id, _names in jobs:
-        add(groups.ALL_JOBS, "job", pk)
-        add(groups.cluster(cluster_id), "job", pk)
-        cluster_ids.add(cluster_id)
-        if owner_id is not None:
-            add(groups.user(owner_id), "job", pk)
-        for node_id in job_nodes.get(pk, ()):
-            add(groups.node(node_id), "job", pk)
-    for pk, cluster_id, node_id, user_id, _job in actions:
-        add(groups.ALL_JOBS, "action", pk)
-        add(groups.cluster(cluster_id), "action", pk)
-        if user_id is not None:
-            add(groups.user(user_id), "action", pk)
-        if node_id is not None:
-            add(groups.node(node_id), "action", pk)
-    telemetry_nodes = set(batch.get("node", ())) | set(card_node.values()) | set(alert_node.values())
-    for fabric_id, node_id in _fabric_nodes(telemetry_nodes):
-        add(groups.fabric(fabric_id), "node", node_id)
-    for pk in cluster_ids:
-        add(groups.OVERVIEW, "cluster", pk)
-    # the summaries first (most sockets listen there), the many node groups last
-    order = sorted(out, key=lambda g: (g != groups.OVERVIEW, g.startswith("node."), g))
-    return {
-        group: {
-            "type": EVENT_TYPE,
-            "seq": seq,
-            "ts": ts,
-            "ids": {k: _plain(v) for k, v in out[group].items()},
-        }
-        for group in order
-    }
-
-
-def _fabric_nodes(node_ids: set[int]) -> set[tuple[int, int]]:
-    """(fabric pk, node pk) of the fabrics whose members (cards or nodes) are on these nodes."""
-    from django.db.models import Q
-
-    from inventory.models import FabricMember
-
-    if not node_ids:
-        return set()
-    rows = FabricMember.objects.filter(Q(node_id__in=node_ids) | Q(card__node_id__in=node_ids)).values_list(
-        "fabric_id", "node_id", "card__node_id"
-    )
-    return {(fabric_id, node_id or card_node_id) for fabric_id, node_id, card_node_id in rows}
+def route(batch: Mapping[str, Iterable[Any]], *, seq: str, ts: float, summaries: bool = True) -> Messages:
+    """Which groups hear about which ids: one ``live.changed`` event per group (the apps' routers
+    and resolvers decide; see :mod:`portal.live.registry`). ``summaries=False`` leaves out the
+    summary groups (the flush sends them first, on their own)."""
+    plain = {kind: set(ids) for kind, ids in batch.items()}
+    routes = registry.Routes(plain)
+    for router in registry.routers():
+        router(plain, routes)
+    for entity, resolve in registry.resolvers():
+        attributed = routes.attributed(entity)
+        if attributed:
+            resolve(attributed, routes)
+    out = {g: {k: _plain(v) for k, v in kinds.items()} for g, kinds in routes.groups.items()}
+    summary_groups = {s.group for s in registry.summaries()}
+    for group in summary_groups:
+        out.pop(group, None)
+    if summaries:
+        out.update({g: m["ids"] for g, m in route_overview(plain, seq=seq, ts=ts).items()})
+    # the summaries first (most sockets listen there), then the groups of few instances, the
+    # many per-entity groups of a large batch ("node.<pk>") last
+    per_prefix: dict[str, int] = {}
+    for group in out:
+        per_prefix[group.split(".")[0]] = per_prefix.get(group.split(".")[0], 0) + 1
+    order = sorted(out, key=lambda g: (g not in summary_groups, per_prefix[g.split(".")[0]], g))
+    return {group: {"type": EVENT_TYPE, "seq": seq, "ts": ts, "ids": out[group]} for group in order}
 
 
 def _plain(ids: set[Any]) -> list[Any]:
     """Sorted ids the layer can serialise (action uuids as text)."""
     return sorted((i if isinstance(i, int) else str(i) for i in ids), key=str)
-
-
-def _job_nodes(jobs: Sequence[tuple[int, int, int | None, str]]) -> dict[int, list[int]]:
-    """Inventory node pks each job runs on (``node_names`` is ",a,b," of Slurm names)."""
-    from inventory.models import Node
-
-    wanted = {(c, name) for _pk, c, _o, names in jobs for name in names.strip(",").split(",") if name}
-    if not wanted:
-        return {}
-    by_name: dict[tuple[int, str], int] = {}
-    for pk, cluster_id, slurm_name, hostname in Node.objects.filter(
-        cluster_id__in={c for c, _ in wanted}
-    ).values_list("pk", "cluster_id", "slurm_name", "hostname"):
-        by_name[(cluster_id, slurm_name or hostname.split(".")[0])] = pk
-    out: dict[int, list[int]] = {}
-    for pk, cluster_id, _o, names in jobs:
-        out[pk] = [
-            by_name[(cluster_id, n)] for n in names.strip(",").split(",") if n and (cluster_id, n) in by_name
-        ]
-    return out

@@ -4,7 +4,8 @@ Channel-layer delivery is at-most-once and a Redis restart drops every event sen
 Redis client re-subscribes by itself, silently). One task per server process pings itself through
 the layer every ``PORTAL_LIVE_WATCHDOG_S`` seconds; when the layer answers again after failing,
 every socket of this process is sent a fresh snapshot, so the pages catch up without a reload.
-The same tick re-sends overview snapshots, whose staleness warnings depend on the clock.
+The same tick re-sends snapshots to the sockets that ask for it (``periodic_snapshot``: the
+overview, whose staleness warnings depend on the clock).
 """
 
 from __future__ import annotations
@@ -82,5 +83,5 @@ async def _watch(layer: Any, interval: float) -> None:
         if ticks % overview_every == 0:
             since = time.monotonic()  # one render per variant for every overview socket
             for consumer in consumers():
-                if consumer.view == "overview":
+                if getattr(consumer, "periodic_snapshot", False):
                     await consumer.send_snapshot(since=since)

@@ -14,8 +14,9 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UsernameField
 from django.core.cache import cache
 from django.db import connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.templatetags.static import static
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
@@ -23,6 +24,13 @@ from django.views.decorators.http import require_POST
 from portal.clientip import client_ip
 from portal.models import APIToken
 from portal.services import api_token_create, api_token_revoke
+
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """``/favicon.ico`` for pages that do not name the icon (API docs, the admin): the static SVG."""
+    response = HttpResponseRedirect(static("img/favicon.svg"))
+    response["Cache-Control"] = "max-age=86400"
+    return response
 
 
 def healthz(request: HttpRequest) -> HttpResponse:

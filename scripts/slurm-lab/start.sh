@@ -266,7 +266,13 @@ mkdir -p /run/sshd
 chmod 600 "$DIR/ssh/ssh_host_ed25519_key" "$DIR/ssh/${SVC}_ed25519"
 [ -z "${SLURM_LAB_SSH_KEY_OWNER:-}" ] || chown "$SLURM_LAB_SSH_KEY_OWNER" "$DIR/ssh/${SVC}_ed25519"
 install -d -m 700 -o "$SVC" -g "$SVC" "/home/$SVC/.ssh"
-install -m 600 -o "$SVC" -g "$SVC" "$DIR/ssh/${SVC}_ed25519.pub" "/home/$SVC/.ssh/authorized_keys"
+# add this lab's key, keep the others': private labs (SLURM_LAB_DIR) share the service user, and
+# replacing the file locked every other running lab out of sshd
+AUTH_KEYS="/home/$SVC/.ssh/authorized_keys"
+touch "$AUTH_KEYS"
+grep -qxF "$(cat "$DIR/ssh/${SVC}_ed25519.pub")" "$AUTH_KEYS" || cat "$DIR/ssh/${SVC}_ed25519.pub" >> "$AUTH_KEYS"
+chown "$SVC:$SVC" "$AUTH_KEYS"
+chmod 600 "$AUTH_KEYS"
 echo "[127.0.0.1]:$SSH_PORT $(cut -d' ' -f1,2 "$DIR/ssh/ssh_host_ed25519_key.pub")" > "$DIR/known_hosts"
 cat > "$DIR/ssh/sshd_config" <<SSHD
 Port $SSH_PORT

@@ -24,6 +24,20 @@
     if (live && live.dataset.liveOpen && trigger.indexOf("every ") === 0) e.preventDefault();
   });
 
+  // A row pushed over the socket replaces the row on the page: the boxes the user ticked in it
+  // (node operations' selection) stay ticked.
+  document.addEventListener("htmx:oobBeforeSwap", function (e) {
+    var target = e.detail && e.detail.target, fragment = e.detail && e.detail.fragment;
+    if (!target || !fragment || !target.querySelectorAll || !fragment.querySelectorAll) return;
+    var ticked = {};
+    target.querySelectorAll("input[type=checkbox]:checked").forEach(function (c) {
+      ticked[c.name + "=" + c.value] = 1;
+    });
+    fragment.querySelectorAll("input[type=checkbox]").forEach(function (c) {
+      if (ticked[c.name + "=" + c.value]) { c.checked = true; c.setAttribute("checked", ""); }
+    });
+  });
+
   // -- node charts -------------------------------------------------------------------------
   var WINDOW_S = 3600;
   var charts = {};  // metric -> {plot, data, cards}

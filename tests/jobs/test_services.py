@@ -40,6 +40,26 @@ def test_drain_request_runs_on_commit_and_drains_the_node(
     )
 
 
+def test_a_node_action_that_succeeds_syncs_its_cluster_at_once(
+    sim_cluster, sim, operator_user, django_capture_on_commit_callbacks
+) -> None:
+    # given a synced cluster whose node2 is idle in the portal
+    assert cluster_sync(sim_cluster).ok
+    node = sim_cluster.nodes.get(slurm_name="node2")
+    assert node.slurm_state == "idle"
+    # when an operator drains it and the action succeeds
+    with django_capture_on_commit_callbacks(execute=True):
+        services.node_drain_request(node, user=operator_user, reason="fan noise")
+    # then the portal's row says drained without waiting for the periodic sync
+    node.refresh_from_db()
+    assert (node.slurm_state, node.slurm_reason) == ("drained", "fan noise")
+    # and a resume the same way
+    with django_capture_on_commit_callbacks(execute=True):
+        services.node_resume_request(node, user=operator_user)
+    node.refresh_from_db()
+    assert node.slurm_state == "idle"
+
+
 def test_researcher_may_not_drain_and_nothing_is_recorded(sim_cluster, researcher_user) -> None:
     node = sim_cluster.nodes.get(slurm_name="node2")
     with pytest.raises(PermissionDenied):

@@ -137,13 +137,13 @@ def test_changes_are_coalesced_into_one_group_event_per_group(rig: dict[str, Any
 def test_the_flush_renders_the_overview_once_and_sockets_forward_it(
     rig: dict[str, Any], admin_user: Any, researcher_user: Any, monkeypatch: Any
 ) -> None:
-    from portal.live import consumers, fragments
+    from monitoring import live as monitoring_live
 
     flush_renders: list[Any] = []
     socket_renders: list[Any] = []
-    real = fragments.overview_html
-    monkeypatch.setattr(fragments, "overview_html", lambda ids: flush_renders.append(ids) or real(ids))
-    monkeypatch.setattr(consumers, "render_overview", lambda *a, **k: socket_renders.append(a) or "")
+    real = monitoring_live.overview_html
+    monkeypatch.setattr(monitoring_live, "overview_html", lambda ids: flush_renders.append(ids) or real(ids))
+    monkeypatch.setattr(monitoring_live, "render_overview", lambda *a, **k: socket_renders.append(a) or "")
 
     async def scenario() -> list[str]:
         socks = [communicator("/ws/live/overview/", u) for u in (admin_user, admin_user, researcher_user)]
@@ -174,12 +174,12 @@ def test_the_flush_renders_the_overview_once_and_sockets_forward_it(
 def test_an_overview_event_without_frames_is_rendered_once_per_process(
     rig: dict[str, Any], admin_user: Any, monkeypatch: Any
 ) -> None:
-    from portal.live import consumers
+    from monitoring import live as monitoring_live
 
     calls: list[Any] = []
-    real = consumers.render_overview
+    real = monitoring_live.render_overview
     monkeypatch.setattr(
-        consumers,
+        monitoring_live,
         "render_overview",
         lambda ids, *, with_alerts: calls.append(ids) or real(ids, with_alerts=with_alerts),
     )

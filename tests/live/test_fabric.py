@@ -105,9 +105,9 @@ def test_fabric_page_draws_the_link_by_its_telemetry(fabric: dict[str, Any], adm
 def test_a_link_going_down_is_pushed_to_the_fabric_page_once(
     fabric: dict[str, Any], readonly_user: Any
 ) -> None:
-    from portal.live import consumers
+    from inventory import live as inventory_live
 
-    consumers._fabric_links.clear()
+    inventory_live._fabric_links.clear()
     card_a, card_b = fabric["cards"]
     _link(card_a, "QSFP1", True)
     _link(card_b, "QSFP1", True)
@@ -149,3 +149,33 @@ def test_a_user_without_the_fabric_permission_is_refused(fabric: dict[str, Any],
         return result
 
     assert async_to_sync(scenario)() == (False, 4403)
+
+
+def test_a_firing_link_down_alert_colours_its_link_and_a_link_up_resolves_it(fabric: dict[str, Any]) -> None:
+    from inventory.live import fabric_links
+    from inventory.topology.data import fabric_data
+    from monitoring.defaults import alert_rules_ensure_defaults
+    from monitoring.models import Alert, LatestValue
+
+    alert_rules_ensure_defaults()
+    card_a, card_b = fabric["cards"]
+    port_a, port_b = fabric["ports"]
+    _link(card_a, "QSFP1", True)
+    _link(card_b, "QSFP1", True)
+    assert Alert.objects.count() == 0
+    # the link goes down: a "Link down" alert fires on card B's QSFP1
+    _link(card_b, "QSFP1", False)
+    alert = Alert.objects.get()
+    assert (alert.rule.name, alert.status, alert.node_id) == ("Link down", "firing", card_b.node_id)
+    # with no link telemetry left at all, the firing alert alone makes the link red
+    LatestValue.objects.all().delete()
+    data = fabric_data(fabric["fabric"])
+    assert fabric_links(data) == {port_b.pk: False}
+    # the link comes back: the alert resolves with the event, the link is up again
+    _link(card_b, "QSFP1", False)  # (the state the event compares with)
+    _link(card_b, "QSFP1", True)
+    alert.refresh_from_db()
+    assert alert.status == "resolved" and alert.resolved_at is not None
+    assert alert.message.endswith("cleared: link up (port=QSFP1)")
+    assert fabric_links(fabric_data(fabric["fabric"])) == {port_b.pk: True}
+    assert port_a.pk not in fabric_links(fabric_data(fabric["fabric"]))

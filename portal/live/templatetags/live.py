@@ -1,7 +1,8 @@
-"""Context for the live includes that other apps' pages pull in (no change to their views)."""
+"""Filters the live fragments of every app use."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import template
@@ -9,33 +10,7 @@ from django import template
 register = template.Library()
 
 
-@register.simple_tag(takes_context=True)
-def rack_thermal(context: template.Context, rack_id: int) -> list[Any]:
-    from monitoring.overview import node_thermal_list
-
-    return node_thermal_list(rack_id=rack_id)
-
-
-@register.simple_tag(takes_context=True)
-def node_live(context: template.Context, node_id: int) -> dict[str, Any]:
-    from monitoring.overview import CHART_METRICS, node_latest_points, node_thermal_list
-    from portal.live.consumers import node_activity_context
-
-    thermal = node_thermal_list(node_ids=[node_id])
-    user = context.get("user")
-    cards = [{"id": c.card.pk, "label": c.card.slot} for c in (thermal[0].cards if thermal else [])]
-    return {
-        "t": thermal[0] if thermal else None,
-        "points": node_latest_points(node_id),
-        "cards": cards,
-        "metrics": CHART_METRICS,
-        **node_activity_context(node_id, user),
-    }
-
-
 @register.filter
 def to_json(value: Any) -> str:
     """JSON text for a data- attribute (auto-escaping makes it attribute-safe)."""
-    import json
-
     return json.dumps(value, separators=(",", ":"))
