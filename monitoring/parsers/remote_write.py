@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 from .model import ParseError
 
-MAX_DECOMPRESSED = 64 * 1024 * 1024  # a bigger body is refused before decompressing
+MAX_DECOMPRESSED = 64 * 1024 * 1024
+_DOUBLE = struct.Struct("<d").unpack_from  # a bigger body is refused before decompressing
 
 
 @dataclass(slots=True)
@@ -33,7 +34,9 @@ class RemoteSeries:
 
 
 # -- snappy (block format, what remote write uses; not the framing format) ------------------------
-def _uvarint(buf: bytes | memoryview, pos: int, end: int) -> tuple[int, int]:
+def _uvarint(buf: bytes | bytearray, pos: int, end: int) -> tuple[int, int]:
+    if pos < end and buf[pos] < 0x80:  # one byte: most tags and lengths
+        return buf[pos], pos + 1
     shift = result = 0
     while True:
         if pos >= end:
@@ -102,7 +105,7 @@ def snappy_decompress(data: bytes, *, limit: int = MAX_DECOMPRESSED) -> bytes:
 
 
 # -- protobuf wire format -------------------------------------------------------------------------
-def _fields(buf: memoryview, pos: int, end: int) -> Iterator[tuple[int, int, int, int]]:
+def _fields(buf: bytes, pos: int, end: int) -> Iterator[tuple[int, int, int, int]]:
     """Yield (field number, wire type, a, b): a varint's value in ``a``, else the span a:b."""
     while pos < end:
         key, pos = _uvarint(buf, pos, end)
@@ -130,33 +133,51 @@ def _fields(buf: memoryview, pos: int, end: int) -> Iterator[tuple[int, int, int
             raise ParseError(f"unsupported protobuf wire type {wt}")
 
 
-def _text(buf: memoryview, lo: int, hi: int) -> str:
+def _text(buf: bytes, lo: int, hi: int) -> str:
     try:
-        return bytes(buf[lo:hi]).decode("utf-8")
+        return buf[lo:hi].decode("utf-8")
     except UnicodeDecodeError:
         raise ParseError("label is not UTF-8")
 
 
-def _series(buf: memoryview, start: int, end: int) -> RemoteSeries:
+def _label(buf: bytes, lo: int, hi: int) -> tuple[str, str]:
+    # the usual encoding: 0x0a <len> name 0x12 <len> value, both shorter than 128 bytes
+    if hi - lo >= 4 and buf[lo] == 0x0A and buf[lo + 1] < 0x80:
+        a = lo + 2
+        b = a + buf[lo + 1]
+        if b + 2 <= hi and buf[b] == 0x12 and buf[b + 1] < 0x80 and b + 2 + buf[b + 1] == hi:
+            try:
+                return buf[a:b].decode("utf-8"), buf[b + 2 : hi].decode("utf-8")
+            except UnicodeDecodeError:
+                raise ParseError("label is not UTF-8")
+    name = value = ""
+    for num, wt, a, b in _fields(buf, lo, hi):
+        if num == 1 and wt == 2:
+            name = _text(buf, a, b)
+        elif num == 2 and wt == 2:
+            value = _text(buf, a, b)
+    return name, value
+
+
+def _sample(buf: bytes, lo: int, hi: int) -> tuple[int, float]:
+    ts, v = 0, 0.0
+    for num, wt, a, _b in _fields(buf, lo, hi):
+        if num == 1 and wt == 1:
+            v = _DOUBLE(buf, a)[0]
+        elif num == 2 and wt == 0:
+            ts = a - (1 << 64) if a >= 1 << 63 else a
+    return ts, v
+
+
+def _series(buf: bytes, start: int, end: int) -> RemoteSeries:
     labels: dict[str, str] = {}
     samples: list[tuple[int, float]] = []
     for num, wt, lo, hi in _fields(buf, start, end):
         if num == 1 and wt == 2:
-            name = value = ""
-            for n2, w2, a, b in _fields(buf, lo, hi):
-                if n2 == 1 and w2 == 2:
-                    name = _text(buf, a, b)
-                elif n2 == 2 and w2 == 2:
-                    value = _text(buf, a, b)
+            name, value = _label(buf, lo, hi)
             labels[name] = value
         elif num == 2 and wt == 2:
-            ts, v = 0, 0.0
-            for n2, w2, a, _b in _fields(buf, lo, hi):
-                if n2 == 1 and w2 == 1:
-                    v = struct.unpack_from("<d", buf, a)[0]
-                elif n2 == 2 and w2 == 0:
-                    ts = a - (1 << 64) if a >= 1 << 63 else a
-            samples.append((ts, v))
+            samples.append(_sample(buf, lo, hi))
     return RemoteSeries(labels, samples)
 
 
@@ -166,9 +187,8 @@ def parse_write_request(body: bytes, *, compressed: bool = True) -> list[RemoteS
     Exemplars, native histograms and metadata are skipped.
     """
     raw = snappy_decompress(body) if compressed else body
-    buf = memoryview(raw)
     out = []
-    for num, wt, lo, hi in _fields(buf, 0, len(raw)):
+    for num, wt, lo, hi in _fields(raw, 0, len(raw)):
         if num == 1 and wt == 2:
-            out.append(_series(buf, lo, hi))
+            out.append(_series(raw, lo, hi))
     return out
