@@ -126,3 +126,17 @@ def anon_api() -> APIClient:
 @pytest.fixture
 def api_as() -> Callable[[User | None], APIClient]:
     return _client
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    """A test that uses the Slurm lab must say so (the ``slurm`` marker selects and deselects them):
+    a missing marker is a collection error, not a surprise in a `-m "not slurm"` run."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if "slurm_lab" in getattr(item, "fixturenames", ()) and item.get_closest_marker("slurm") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            "tests using the Slurm lab without @pytest.mark.slurm: " + ", ".join(unmarked)
+        )
