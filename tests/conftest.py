@@ -27,6 +27,19 @@ def _clear_cache() -> Any:
 
 
 @pytest.fixture(autouse=True)
+def _default_language() -> Any:
+    """Every test starts in the site's language: a request in another language (the test client runs
+    LocaleMiddleware in this thread) must not leak into the next test's stored messages."""
+    yield
+    from django.conf import settings
+
+    if settings.configured:
+        from django.utils import translation
+
+        translation.activate(settings.LANGUAGE_CODE)
+
+
+@pytest.fixture(autouse=True)
 def _empty_unmanaged_tables(request: Any) -> Any:
     """Transactional tests end with a flush, which skips unmanaged tables: empty the raw samples
     table (partitioned, written with COPY) so that no later test sees their rows."""
