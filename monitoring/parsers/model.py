@@ -71,6 +71,19 @@ class ParseProblem:
 
 
 @dataclass(frozen=True, slots=True)
+class ParseWarning:
+    """Something the parser left out on purpose (not an error): ``code`` says what.
+
+    Codes: ``unknown_field`` (a column the portal does not read), ``duplicate_field`` (a column
+    giving a value an earlier column already gave), ``no_card_id`` (no index/uuid/pci.bus_id
+    column: cards keyed by row order).
+    """
+
+    code: str
+    field: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class CardIdentity:
     """What a parser learnt about one accelerator (GPU or Tenstorrent chip).
 
@@ -100,12 +113,14 @@ class ParseResult:
     events: list[Event] = field(default_factory=list)
     problems: list[ParseProblem] = field(default_factory=list)
     cards: list[CardIdentity] = field(default_factory=list)
+    warnings: list[ParseWarning] = field(default_factory=list)
 
     def extend(self, other: ParseResult) -> None:
         self.samples.extend(other.samples)
         self.events.extend(other.events)
         self.problems.extend(other.problems)
         self.cards.extend(other.cards)
+        self.warnings.extend(other.warnings)
 
     def find(self, metric: str, card: str | None = None, **labels: str) -> list[Sample]:
         """Samples of ``metric`` (optionally for one card / with given label values)."""

@@ -13,6 +13,7 @@ from .model import (
     ParseError,
     ParseProblem,
     ParseResult,
+    ParseWarning,
     Sample,
     ensure_utc,
     line_of,
@@ -41,7 +42,7 @@ DEFAULT_QUERY_FIELDS: tuple[str, ...] = (
     "ecc.errors.corrected.volatile.total",
     "ecc.errors.uncorrected.volatile.total",
     # the old name: accepted by every driver (<535 does not know clocks_event_reasons.*);
-    # 535.113+ prints the new name in the header, columns are mapped by position anyway.
+    # 535.113+ prints the new name in the header; both names map to the same field.
     "clocks_throttle_reasons.active",
 )
 
@@ -165,26 +166,46 @@ _IDENTITY_FIELDS = {
     "pstate",
     "reset_status.reset_required",
 }
-_KNOWN_FIELDS = set(_NUMERIC_FIELDS) | _MASK_FIELDS | _IDENTITY_FIELDS
 _HEADER_TOKEN_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)(?:\s*\[[^\]]*\])?$")
+_EVENT = "clocks_event_reasons."
+_THROTTLE = "clocks_throttle_reasons."
 
 
 def _canonical_field(f: str) -> str:
+    """Lower case, unit suffix dropped, ``clocks_throttle_reasons.*`` -> ``clocks_event_reasons.*``."""
     f = f.strip().lower()
-    if f.startswith("clocks_throttle_reasons."):
-        return "clocks_event_reasons." + f[len("clocks_throttle_reasons.") :]
+    mt = _HEADER_TOKEN_RE.match(f)
+    if mt:
+        f = mt.group(1)
+    if f.startswith(_THROTTLE):
+        return _EVENT + f[len(_THROTTLE) :]
     return f
 
 
-def _is_header(cols: list[str], fields: Sequence[str]) -> bool:
+def _is_known(key: str) -> bool:
+    """``key`` (canonical) is a field the portal reads."""
+    if key in _NUMERIC_FIELDS or key in _MASK_FIELDS or key in _IDENTITY_FIELDS:
+        return True
+    return key.startswith(_EVENT) and key[len(_EVENT) :] in m.THROTTLE_BITS
+
+
+def _header_fields(cols: list[str], fields: Sequence[str]) -> list[str] | None:
+    """The field names of a ``--format=csv`` header line, or None if ``cols`` is a data row.
+
+    Every column must be a field name (``power.draw`` or ``power.draw [W]``) and at least one a
+    name the portal knows, one that was asked for, or a dotted query name.
+    """
     names = []
     for c in cols:
-        mt = _HEADER_TOKEN_RE.match(c.strip())
+        mt = _HEADER_TOKEN_RE.match(c)
         if not mt:
-            return False
+            return None
         names.append(mt.group(1).lower())
-    wanted = {f.lower() for f in fields}
-    return any(n in wanted or n in _KNOWN_FIELDS or n.startswith("clocks_event_reasons.") for n in names)
+    wanted = {_canonical_field(f) for f in fields}
+    keys = [_canonical_field(n) for n in names]
+    if any(k in wanted or _is_known(k) or "." in k for k in keys):
+        return names
+    return None
 
 
 _SMI_FAILURES = (
@@ -194,6 +215,7 @@ _SMI_FAILURES = (
     "unable to determine the device handle",
     "failed to initialize nvml",
 )
+_ID_KEYS = {"index", "uuid", "gpu_uuid", "pci.bus_id", "gpu_bus_id"}
 
 
 def parse_nvidia_smi_csv(
@@ -205,21 +227,25 @@ def parse_nvidia_smi_csv(
 ) -> ParseResult:
     """Parse ``nvidia-smi --query-gpu=<fields> --format=csv[,noheader][,nounits]``.
 
-    Columns are mapped by the order of ``fields`` (the header, if any, is skipped, never
-    trusted: driver 535.113+ prints new names for old fields).  Units are stripped when
-    present, bracketed tokens are missing values.  A row with the wrong column count or a
-    bad value is reported in ``problems``; if no line at all is a usable row, ParseError.
+    With a header line (``--format=csv``) columns are mapped by the header's names: any subset
+    and order of query fields, unit suffixes (``power.draw [W]``), old and new names of one field
+    (``clocks_throttle_reasons.*`` / ``clocks_event_reasons.*``).  Columns the portal does not
+    read are skipped and listed in ``warnings``.  Without a header, columns are mapped by the
+    order of ``fields``.  Units are stripped from values, bracketed tokens are missing values.
+    A row with the wrong column count or a bad value is reported in ``problems``; if no line at
+    all is a usable row, ParseError.
     """
     result = ParseResult()
     ts = ensure_utc(ts)
     fields = [f.strip() for f in fields]
     if not fields:
         raise ParseError("no fields requested")
-    lines = text.splitlines()
     first_content = True
+    header = False
     good_rows = 0
+    row_number = 0
     first_bad: tuple[int, str] | None = None
-    for lineno, line in enumerate(lines, 1):
+    for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         low = line.strip().lower()
@@ -230,21 +256,43 @@ def parse_nvidia_smi_csv(
         cols = [c.strip() for c in line.split(",")]
         if first_content:
             first_content = False
-            if len(cols) == len(fields) and _is_header(cols, fields):
+            named = _header_fields(cols, fields)
+            if named is not None:
+                fields, header = named, True
+                _header_warnings(result, fields)
                 continue
         if len(cols) != len(fields):
             reason = f"expected {len(fields)} columns, got {len(cols)}"
+            if not header:
+                reason += " (no header line: the default field list is assumed)"
             result.problems.append(ParseProblem(lineno, None, line, reason))
             if first_bad is None:
                 first_bad = (lineno, reason)
             continue
-        if _parse_csv_row(result, lineno, line, fields, cols, node, ts):
+        if _parse_csv_row(result, lineno, line, fields, cols, node, ts, row_number):
             good_rows += 1
         elif first_bad is None:
             first_bad = (lineno, "no usable value in row")
+        row_number += 1
     if good_rows == 0 and first_bad is not None:
         raise ParseError(f"not nvidia-smi CSV output: {first_bad[1]}", first_bad[0])
     return result
+
+
+def _header_warnings(result: ParseResult, fields: Sequence[str]) -> None:
+    """Unknown and repeated columns of a header, and a header without a card id column."""
+    seen: dict[str, str] = {}
+    for f in fields:
+        key = _canonical_field(f)
+        if not _is_known(key):
+            result.warnings.append(ParseWarning("unknown_field", f))
+            continue
+        metric = _NUMERIC_FIELDS[key][0] + repr(_NUMERIC_FIELDS[key][2]) if key in _NUMERIC_FIELDS else key
+        if metric in seen:
+            result.warnings.append(ParseWarning("duplicate_field", f))
+        seen.setdefault(metric, f)
+    if not _ID_KEYS & {_canonical_field(f) for f in fields}:
+        result.warnings.append(ParseWarning("no_card_id"))
 
 
 def _parse_csv_row(
@@ -255,9 +303,12 @@ def _parse_csv_row(
     cols: list[str],
     node: str | None,
     ts: datetime | None,
+    row_number: int = 0,
 ) -> bool:
     """Append one row's samples; True if at least one value was usable."""
-    values = dict(zip((f.lower() for f in fields), cols, strict=True))
+    values: dict[str, str] = {}
+    for f, c in zip(fields, cols, strict=True):
+        values.setdefault(_canonical_field(f), c)
     uuid = values.get("uuid") or values.get("gpu_uuid")
     uuid = None if uuid is None or is_missing(uuid) else uuid
     bus = _bus(values.get("pci.bus_id") or values.get("gpu_bus_id"))
@@ -268,6 +319,8 @@ def _parse_csv_row(
             index = int(raw_index)
         except ValueError:
             result.problems.append(ParseProblem(lineno, "index", raw_index, "index is not an integer"))
+    elif raw_index is None and uuid is None and bus is None and not _ID_KEYS & values.keys():
+        index = row_number  # nvidia-smi prints GPUs in index order
     row_ts = ts
     raw_ts = values.get("timestamp")
     if raw_ts and row_ts is None:
@@ -278,8 +331,12 @@ def _parse_csv_row(
     card = uuid or bus or (f"index:{index}" if index is not None else None)
     base_labels: tuple[tuple[str, str], ...] = (("index", str(index)),) if index is not None else ()
     usable = uuid is not None or bus is not None or index is not None
+    added: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
 
     def add(metric: str, value: float, extra: tuple[tuple[str, str], ...] = ()) -> None:
+        if (metric, extra) in added:  # a repeated column: the first one wins
+            return
+        added.add((metric, extra))
         result.samples.append(
             Sample(metric, value, m.unit_of(metric), row_ts, node, card, make_labels(base_labels + extra))
         )
@@ -299,8 +356,8 @@ def _parse_csv_row(
                 add("throttle_reasons", float(mask))
                 for name, v in m.throttle_flags(mask).items():
                     add(name, v)
-            elif key.startswith("clocks_event_reasons.") and key[21:] in m.THROTTLE_BITS:
-                add("throttle_" + key[21:], _active(raw))
+            elif key.startswith(_EVENT) and key[len(_EVENT) :] in m.THROTTLE_BITS:
+                add("throttle_" + key[len(_EVENT) :], _active(raw))
             elif key == "pstate":
                 if not re.fullmatch(r"P[0-9]{1,2}", raw):
                     raise ValueError("not a P-state")

@@ -27,7 +27,7 @@ from inventory.readiness import readiness_evaluate
 from monitoring import storage
 from monitoring.models import Event, LatestValue, Series
 from monitoring.parsers import Event as ParsedEvent
-from monitoring.parsers import ParseError, ParseResult, heartbeat_events, parse, xid_events
+from monitoring.parsers import ParseError, ParseResult, ParseWarning, heartbeat_events, parse, xid_events
 from monitoring.parsers.metrics import BOUNDS, METRICS
 from monitoring.parsers.model import normalize_bus_id
 from monitoring.signals import telemetry_ingested
@@ -72,6 +72,7 @@ class IngestReport:
     series_created: int = 0
     unknown_cards: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
     alert_ids: list[int] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -83,6 +84,7 @@ class IngestReport:
             "series_created": self.series_created,
             "unknown_cards": self.unknown_cards,
             "problems": self.problems,
+            "warnings": self.warnings,
             "alerts": self.alert_ids,
         }
 
@@ -164,6 +166,7 @@ def telemetry_ingest_result(
     report.skipped += skipped + len(refused)
     problems = [f"line {p.line}: {p.field or ''} {p.reason}".strip() for p in result.problems]
     report.problems = [*problems, *refused][:50]
+    report.warnings = [_warning_text(w) for w in result.warnings][:50]
     return report
 
 
@@ -178,6 +181,18 @@ def _implausible(metric: str, value: float, *, where: str = "") -> str:
         "hi": f"{hi:g}",
     }
     return f"{where}: {text}" if where else text
+
+
+def _warning_text(w: ParseWarning) -> str:
+    if w.code == "unknown_field":
+        return _("Field %(field)s is not one the portal reads; its column was ignored.") % {"field": w.field}
+    if w.code == "duplicate_field":
+        return _("Field %(field)s repeats a value an earlier column gives; its column was ignored.") % {
+            "field": w.field
+        }
+    if w.code == "no_card_id":
+        return _("No index, uuid or pci.bus_id column: cards are numbered in row order.")
+    return _("Ignored: %(what)s") % {"what": f"{w.code} {w.field or ''}".strip()}
 
 
 def readiness_from_enumeration(node_hostname: str, seen: Sequence[str]) -> None:

@@ -35,6 +35,43 @@ def test_node_token_pushes_raw_tool_output_and_gets_202(inv: Any, admin_user: An
     assert Sample.objects.count() == 192
 
 
+def test_nvidia_smi_csv_with_a_header_of_own_fields_stores_them_and_warns_of_the_rest(
+    inv: Any, admin_user: Any
+) -> None:
+    # given: a cron line's own `--query-gpu=… --format=csv` (driver 470, units, two unknown fields)
+    client, _node = _node_client(inv, admin_user, "ws01")
+    body = fixture_text("nvidia_smi_470_header_units.csv")
+    # when
+    resp = client.post(f"{URL}?format=nvidia-smi-csv&node=ws01", data=body, content_type="text/plain")
+    # then: 202, every known column stored (2 cards x 19 samples), the unknown ones named
+    assert resp.status_code == 202, resp.content
+    data = resp.json()
+    assert data["stored"] == 38
+    assert data["problems"] == []
+    assert data["warnings"] == [
+        "Field persistence_mode is not one the portal reads; its column was ignored.",
+        "Field compute_mode is not one the portal reads; its column was ignored.",
+    ]
+    assert Sample.objects.count() == 38
+    power = LatestValue.objects.get(series__metric="power_w", series__card_ref="0000:02:00.0")
+    assert power.value == 243.51
+
+
+def test_nvidia_smi_csv_without_header_and_own_fields_is_refused_with_the_reason(
+    inv: Any, admin_user: Any
+) -> None:
+    client, _node = _node_client(inv, admin_user, "ws01")
+    resp = client.post(
+        f"{URL}?format=nvidia-smi-csv&node=ws01", data="0, 41, 68.40\n", content_type="text/plain"
+    )
+    assert resp.status_code == 400
+    assert resp.json()["detail"] == (
+        "Cannot parse nvidia-smi-csv output: line 1: not nvidia-smi CSV output: expected 20 columns, "
+        "got 3 (no header line: the default field list is assumed)"
+    )
+    assert Sample.objects.count() == 0
+
+
 def test_node_token_defaults_to_its_own_node_and_refuses_another(inv: Any, admin_user: Any) -> None:
     client, _node = _node_client(inv, admin_user)
     inv.node("other")

@@ -5,6 +5,7 @@ import pytest
 from monitoring.parsers import (
     DEFAULT_QUERY_FIELDS,
     METRICS,
+    THROTTLE_BITS,
     ParseError,
     nvidia_smi_argv,
     parse_nvidia_smi_csv,
@@ -186,7 +187,10 @@ def test_bad_value_is_a_problem_and_rest_of_row_kept():
         (2, "clocks_throttle_reasons.active", "0xZZ"),
         (3, None, r.problems[2].raw),
     ]
-    assert r.problems[2].reason == "expected 20 columns, got 6"
+    assert (
+        r.problems[2].reason
+        == "expected 20 columns, got 6 (no header line: the default field list is assumed)"
+    )
     bad = "GPU-1b2c3d4e-5f60-4718-8293-a4b5c6d7e8f9"
     assert r.value("temperature_c", bad) is None
     assert r.value("memory_temperature_c", bad) == 40.0
@@ -336,3 +340,136 @@ def test_xml_internal_doctype_and_entities_refused():
         parse_nvidia_smi_xml(
             '<!DOCTYPE nvidia_smi_log SYSTEM "file:///etc/passwd" [<!ELEMENT a ANY>]><nvidia_smi_log/>'
         )
+
+
+# -- a header line: columns mapped by the header's names -----------------------------------------
+A100_0 = "GPU-3f2e1d0c-b9a8-4765-8432-10fedcba9876"
+A100_1 = "GPU-9a8b7c6d-5e4f-4321-9fed-cba987654321"
+H100_1 = "GPU-1b2c3d4e-5f60-4718-8293-a4b5c6d7e8f9"
+B200_0 = "GPU-b1c2d3e4-f5a6-4b7c-8d9e-0f1a2b3c4d5e"
+B200_1 = "GPU-c2d3e4f5-a6b7-4c8d-9e0f-1a2b3c4d5e6f"
+
+
+def _warnings(r):
+    return [(w.code, w.field) for w in r.warnings]
+
+
+def test_header_470_values_with_units_not_supported_and_unknown_fields():
+    # given: driver 470 `--format=csv` (units in header and values), a field order of the admin's own
+    r = parse_nvidia_smi_csv(read_fixture("nvidia_smi_470_header_units.csv"), node="ws01", ts=TS)
+    # then: every column found by name, [Not Supported] missing, unknown fields listed not refused
+    assert r.problems == []
+    assert _warnings(r) == [("unknown_field", "persistence_mode"), ("unknown_field", "compute_mode")]
+    assert [(c.card, c.index, c.name) for c in r.cards] == [
+        ("0000:01:00.0", 0, "NVIDIA GeForce GTX 1080 Ti"),
+        ("0000:02:00.0", 1, "NVIDIA GeForce GTX 1080 Ti"),
+    ]
+    busy = "0000:02:00.0"
+    assert r.value("temperature_c", busy) == 71.0
+    assert r.value("power_w", busy) == 243.51
+    assert r.value("power_limit_w", busy) == 250.0
+    assert r.value("memory_used_bytes", busy) == 10873 * MIB
+    assert r.value("memory_total_bytes", busy) == 11264 * MIB
+    assert r.value("utilization_pct", busy) == 99.0
+    assert r.value("sm_clock_mhz", busy) == 1835.0
+    assert r.value("fan_pct", busy) == 64.0
+    assert r.value("pstate", busy) == 2.0
+    assert r.value("throttle_reasons", busy) == 4.0
+    assert r.value("throttle_sw_power_cap", busy) == 1.0
+    assert r.value("ecc_corrected_total", busy, scope="volatile") is None
+    assert r.value("pstate", "0000:01:00.0") == 8.0
+    assert len(r.samples) == 2 * (8 + 1 + 1 + len(THROTTLE_BITS))  # 8 numeric, pstate, mask, its bits
+    assert {s.node for s in r.samples} == {"ws01"}
+
+
+def test_header_525_nounits_old_throttle_names_and_timestamps():
+    # given: `--format=csv,nounits`: units stay in the header, values are bare; old throttle names
+    r = parse_nvidia_smi_csv(read_fixture("nvidia_smi_525_a100_nounits_header.csv"))
+    assert r.problems == []
+    assert _warnings(r) == [("unknown_field", "mig.mode.current")]
+    assert [c.card for c in r.cards] == [A100_0, A100_1]
+    assert r.value("memory_temperature_c", A100_1) == 67.0
+    assert r.value("power_w", A100_1) == 391.40
+    assert r.value("memory_utilization_pct", A100_1) == 71.0
+    assert r.value("memory_used_bytes", A100_1) == 79122 * MIB
+    assert r.value("ecc_uncorrected_total", A100_1, scope="volatile") == 0.0
+    assert r.value("throttle_hw_slowdown", A100_1) == 0.0
+    assert r.value("throttle_sw_thermal_slowdown", A100_1) == 1.0
+    assert r.value("throttle_sw_thermal_slowdown", A100_0) == 0.0
+    assert r.value("throttle_reasons", A100_1) is None  # only asked for two single reasons
+    s = r.find("power_w", A100_1)[0]
+    assert s.ts == datetime(2026, 6, 1, 10, 0, 0, 125000, tzinfo=UTC)
+    assert s.labels == ()  # no index column: the card is keyed by its uuid alone
+
+
+def test_header_535_prints_new_names_subset_in_own_order():
+    # given: 535.113+ prints clocks_event_reasons.* and clocks.current.* for what was asked
+    r = parse_nvidia_smi_csv(read_fixture("nvidia_smi_535_h100_header.csv"))
+    assert r.problems == []
+    assert _warnings(r) == [("unknown_field", "clocks.max.sm")]
+    assert [c.card for c in r.cards] == [H100_0, H100_1]
+    assert r.cards[0].bus_id == "0000:18:00.0"
+    assert r.value("throttle_reasons", H100_0) == float(0x44)
+    assert r.value("throttle_hw_thermal_slowdown", H100_0) == 1.0
+    assert r.value("throttle_gpu_idle", H100_1) == 1.0
+    assert r.value("sm_clock_mhz", H100_0) == 1755.0
+    assert r.value("mem_clock_mhz", H100_0) == 2619.0
+    assert r.value("power_w", H100_0) == 512.30
+    assert r.value("enforced_power_limit_w", H100_0) == 700.0
+    assert r.value("pcie_link_gen", H100_0) == 5.0
+    assert r.value("pcie_link_width", H100_0) == 16.0
+    assert r.value("temperature_c", H100_0) == 83.0
+    assert r.value("memory_free_bytes", H100_1) == 81005 * MIB
+
+
+def test_header_570_average_instant_and_repeated_power_column():
+    r = parse_nvidia_smi_csv(read_fixture("nvidia_smi_570_header.csv"))
+    assert r.problems == []
+    assert _warnings(r) == [
+        ("duplicate_field", "power.draw.average"),
+        ("unknown_field", "temperature.gpu.tlimit"),
+    ]
+    assert r.value("power_w", B200_0) == 948.12  # one sample, not two
+    assert r.value("power_instant_w", B200_0) == 1003.50
+    assert r.value("power_limit_w", B200_0) == 1000.0
+    assert r.value("pcie_link_gen", B200_0) == 5.0
+    assert r.value("fan_pct", B200_0) is None
+    assert r.value("throttle_sw_power_cap", B200_0) == 1.0
+    assert r.value("throttle_hw_thermal_slowdown", B200_0) == 0.0
+    assert r.value("throttle_reasons", B200_0) == 4.0
+    assert r.value("throttle_gpu_idle", B200_1) == 1.0
+    assert r.value("throttle_sw_power_cap", B200_1) == 0.0
+    assert r.cards[1].name == "NVIDIA B200"
+
+
+def test_header_old_and_new_name_of_one_field_is_a_duplicate():
+    text = f"uuid, clocks_throttle_reasons.active, clocks_event_reasons.active\n{H100_0}, 0x4, 0x1\n"
+    r = parse_nvidia_smi_csv(text)
+    assert _warnings(r) == [("duplicate_field", "clocks_event_reasons.active")]
+    assert r.value("throttle_reasons", H100_0) == 4.0
+
+
+def test_header_without_card_id_numbers_cards_by_row():
+    text = "temperature.gpu, power.draw [W]\n40, 100.00 W\n45, 200.00 W\n"
+    r = parse_nvidia_smi_csv(text)
+    assert r.problems == []
+    assert _warnings(r) == [("no_card_id", None)]
+    assert [c.card for c in r.cards] == ["index:0", "index:1"]
+    assert r.value("power_w", "index:1") == 200.0
+
+
+def test_header_of_unknown_fields_only_is_still_a_header():
+    r = parse_nvidia_smi_csv("index, persistence_mode\n0, Enabled\n")
+    assert r.problems == []
+    assert _warnings(r) == [("unknown_field", "persistence_mode")]
+    assert r.samples == []
+    assert [c.card for c in r.cards] == ["index:0"]
+
+
+def test_without_header_own_field_count_names_the_default_list():
+    with pytest.raises(ParseError) as exc:
+        parse_nvidia_smi_csv("0, 41, 68.40\n")
+    assert str(exc.value) == (
+        "line 1: not nvidia-smi CSV output: expected 20 columns, got 3 "
+        "(no header line: the default field list is assumed)"
+    )
