@@ -19,6 +19,7 @@ from django.utils.translation import gettext_lazy as _
 from django.views import View
 
 from inventory import power
+from inventory.choices import LeadKind
 from inventory.models import (
     PSU,
     Card,
@@ -227,6 +228,10 @@ class FabricWiringView(PortalPermissionMixin, View):
 # -- power -----------------------------------------------------------------------------------------------------
 
 
+# keys in the budgets become their labels on the page ({{ b.status|choice:statuses }})
+POWER_CHOICES = {"statuses": ReadinessStatus, "lead_kinds": LeadKind}
+
+
 class PSUBudgetPageView(PortalPermissionMixin, View):
     model = PSU
 
@@ -236,6 +241,7 @@ class PSUBudgetPageView(PortalPermissionMixin, View):
             request,
             "inventory/psu_budget.html",
             {
+                **POWER_CHOICES,
                 "title": _t("Power budget: %(x)s") % {"x": psu},
                 "object": psu,
                 "psus": [power.psu_budget(psu)],
@@ -254,6 +260,7 @@ class FeedBudgetPageView(PortalPermissionMixin, View):
             request,
             "inventory/psu_budget.html",
             {
+                **POWER_CHOICES,
                 "title": _t("Power budget: %(x)s") % {"x": feed},
                 "object": feed,
                 "feeds": power.feed_budgets([feed]),
@@ -283,6 +290,7 @@ class NodePowerPageView(PortalPermissionMixin, View):
             request,
             "inventory/psu_budget.html",
             {
+                **POWER_CHOICES,
                 "title": _t("Power: %(x)s") % {"x": node},
                 "object": node,
                 "node": node,
@@ -315,6 +323,8 @@ class NodeReadinessPageView(PortalPermissionMixin, View):
             request,
             "inventory/readiness.html",
             {
+                "statuses": ReadinessStatus,
+                "sources": ReadinessCheck.Source,
                 "title": _t("Readiness: %(x)s") % {"x": node},
                 "object": node,
                 "checks": checks,

@@ -19,6 +19,7 @@ from monitoring import selectors, services
 from monitoring.filters import AlertFilterSet
 from monitoring.models import ALERT_RULE_FIELDS, Alert, AlertRule
 from portal.services import api_token_authenticate
+from portal.templatetags.portal_format import ago
 from portal.views.generic import Column, ObjectDeleteView, ObjectDetailView, ObjectEditView, ObjectListView
 
 
@@ -49,7 +50,7 @@ class AlertListView(ObjectListView):
     filterset_class = AlertFilterSet
     title = _("Alerts")  # type: ignore[assignment]
     columns = (
-        Column(_("Started"), "started_at", order_by="started_at"),
+        Column(_("Started"), render=lambda a: ago(a.started_at), order_by="started_at"),
         Column(_("Status"), "status", order_by="status"),
         Column(_("Severity"), "severity", order_by="severity"),
         Column(_("Rule"), "rule"),
@@ -62,9 +63,10 @@ class AlertListView(ObjectListView):
     )
 
     def get_queryset(self) -> Any:
-        # firing alerts unless the filter asks for another status
-        status = self.request.GET.get("status") or "firing"
-        return selectors.alert_list(status=status if status in Alert.Status.values else None)
+        # every alert, the firing ones first (newest first within each), unless the filter picks a status
+        status = self.request.GET.get("status") or None
+        qs = selectors.alert_list(status=status if status in Alert.Status.values else None)
+        return qs.order_by("status", "-started_at", "-pk")  # "firing" sorts before "resolved"
 
 
 def _transition(request: HttpRequest, pk: int, service: Any) -> HttpResponse:

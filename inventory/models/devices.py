@@ -65,6 +65,8 @@ class ChassisModel(ChangeLoggedModel):
     )
 
     class Meta:
+        verbose_name = _("chassis model")
+        verbose_name_plural = _("chassis models")
         ordering = ["manufacturer", "name"]
         constraints = [models.UniqueConstraint(fields=["manufacturer", "name"], name="chassis_unique_model")]
 
@@ -119,6 +121,8 @@ class Node(ChangeLoggedModel):
     slurm_state_since = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
+        verbose_name = _("node")
+        verbose_name_plural = _("nodes")
         ordering = ["hostname"]
         constraints = [
             models.CheckConstraint(
@@ -216,6 +220,8 @@ class CardModel(ChangeLoggedModel):
     pcie_lanes = models.PositiveSmallIntegerField(_("PCIe lanes"), default=16)
 
     class Meta:
+        verbose_name = _("card model")
+        verbose_name_plural = _("card models")
         ordering = ["vendor", "name"]
         constraints = [models.UniqueConstraint(fields=["vendor", "name"], name="cardmodel_unique_name")]
 
@@ -232,6 +238,8 @@ class PortTemplate(models.Model):
     speed_gbps = models.PositiveIntegerField(_("speed (Gbit/s)"))
 
     class Meta:
+        verbose_name = _("port template")
+        verbose_name_plural = _("port templates")
         ordering = ["card_model", "name"]
         constraints = [
             models.UniqueConstraint(fields=["card_model", "name"], name="porttemplate_unique_name")
@@ -257,6 +265,8 @@ class Card(ChangeLoggedModel):
     driver_version = models.CharField(_("driver version"), max_length=64, blank=True)
 
     class Meta:
+        verbose_name = _("card")
+        verbose_name_plural = _("cards")
         ordering = ["node__hostname", "slot"]
         constraints = [
             models.UniqueConstraint(
@@ -302,6 +312,8 @@ class Port(models.Model):
     description = models.CharField(_("description"), max_length=200, blank=True)
 
     class Meta:
+        verbose_name = _("port")
+        verbose_name_plural = _("ports")
         ordering = ["node", "card", "name"]
         constraints = [
             models.UniqueConstraint(
@@ -346,6 +358,8 @@ class Cable(ChangeLoggedModel):
     description = models.CharField(_("description"), max_length=200, blank=True)
 
     class Meta:
+        verbose_name = _("cable")
+        verbose_name_plural = _("cables")
         ordering = ["pk"]
 
     def __str__(self) -> str:
@@ -382,6 +396,8 @@ class CableTermination(models.Model):
     card = models.ForeignKey(Card, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
 
     class Meta:
+        verbose_name = _("cable termination")
+        verbose_name_plural = _("cable terminations")
         constraints = [
             models.UniqueConstraint(fields=["cable", "end"], name="cabletermination_one_per_end"),
             models.UniqueConstraint(

@@ -48,6 +48,8 @@ class Fabric(ChangeLoggedModel):
     description = models.CharField(_("description"), max_length=200, blank=True)
 
     class Meta:
+        verbose_name = _("fabric")
+        verbose_name_plural = _("fabrics")
         ordering = ["name"]
 
     def __str__(self) -> str:
@@ -91,6 +93,8 @@ class FabricMember(models.Model):
     role = models.CharField(_("role"), max_length=8, choices=MemberRole.choices, default=MemberRole.CARD)
 
     class Meta:
+        verbose_name = _("fabric member")
+        verbose_name_plural = _("fabric members")
         ordering = ["fabric", "position"]
         constraints = [
             models.CheckConstraint(

@@ -31,6 +31,8 @@ class PowerFeed(ChangeLoggedModel):
     description = models.CharField(_("description"), max_length=200, blank=True)
 
     class Meta:
+        verbose_name = _("power feed")
+        verbose_name_plural = _("power feeds")
         ordering = ["site__name", "name"]
         constraints = [
             models.UniqueConstraint(fields=["site", "name"], name="powerfeed_unique_name_per_site")
@@ -68,8 +70,9 @@ class PSU(ChangeLoggedModel):
     model = models.CharField(_("model"), max_length=64, blank=True)
 
     class Meta:
+        verbose_name = _("PSU")
+        verbose_name_plural = _("PSUs")
         ordering = ["name"]
-        verbose_name = "PSU"
         constraints = [
             models.UniqueConstraint(
                 fields=["node", "name"], condition=Q(node__isnull=False), name="psu_unique_name_per_node"
@@ -101,6 +104,8 @@ class PowerLead(ChangeLoggedModel):
     wire_gauge_awg = models.PositiveSmallIntegerField(_("wire gauge (AWG)"), null=True, blank=True)
 
     class Meta:
+        verbose_name = _("power lead")
+        verbose_name_plural = _("power leads")
         ordering = ["psu", "name"]
         constraints = [
             models.UniqueConstraint(fields=["psu", "name"], name="powerlead_unique_connector"),

@@ -65,6 +65,8 @@ class ReadinessCheck(models.Model):
     updated_at = models.DateTimeField(_("updated"), auto_now=True)
 
     class Meta:
+        verbose_name = _("readiness check")
+        verbose_name_plural = _("readiness checks")
         ordering = ["node", "key"]
         constraints = [
             models.UniqueConstraint(

@@ -17,6 +17,8 @@ class Site(ChangeLoggedModel):
     address = models.CharField(_("address"), max_length=200, blank=True)
 
     class Meta:
+        verbose_name = _("site")
+        verbose_name_plural = _("sites")
         ordering = ["name"]
 
     def __str__(self) -> str:
@@ -61,6 +63,8 @@ class Cluster(ChangeLoggedModel):
     last_sync_error = models.TextField(blank=True, editable=False)
 
     class Meta:
+        verbose_name = _("cluster")
+        verbose_name_plural = _("clusters")
         ordering = ["name"]
 
     def __str__(self) -> str:
@@ -76,6 +80,8 @@ class Rack(ChangeLoggedModel):
     description = models.TextField(_("description"), blank=True)
 
     class Meta:
+        verbose_name = _("rack")
+        verbose_name_plural = _("racks")
         ordering = ["site__name", "name"]
         constraints = [models.UniqueConstraint(fields=["site", "name"], name="rack_unique_name_per_site")]
 

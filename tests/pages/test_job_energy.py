@@ -29,6 +29,6 @@ def test_job_page_shows_energy_and_cost(
     # when she opens the job page
     body = client_as(researcher_user).get(f"/jobs/{job.pk}/").content.decode()
     # then the energy, its coverage warning and the costs are shown
-    assert 'id="job-energy"' in body and "12.345 kWh" in body
+    assert 'id="job-energy"' in body and "12.3 kWh" in body and "cards 11 kWh" in body
     assert "gaps in the power data are not bridged" in body
-    assert "7.57" in body and "3.50 h" in body
+    assert "$7.57" in body and "$5.10" in body and "3.50 h" in body
