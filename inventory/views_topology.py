@@ -36,6 +36,7 @@ from inventory.readiness import readiness_evaluate, readiness_list, readiness_se
 from inventory.topology.data import fabric_check, fabric_list, fabric_members
 from inventory.topology.plan import plan
 from inventory.topology.services import MemberInput, fabric_plan_create, fabric_save
+from portal.templatetags.portal_format import pairs
 from portal.views.generic import (
     Column,
     ObjectDetailView,
@@ -86,7 +87,7 @@ class FabricView(ObjectDetailView):
     fields = [
         Column(_("Cluster"), "cluster"),
         Column(_("Template"), "template"),
-        Column(_("Parameters"), render=lambda f: f.params or "—"),
+        Column(_("Parameters"), render=lambda f: pairs(f.params)),
         Column(_("Description"), "description"),
     ]
 

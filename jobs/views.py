@@ -331,6 +331,11 @@ def node_row(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 # -- templates -------------------------------------------------------------------------------------
 
 
+def _locked_fields(template: JobTemplate) -> str:
+    """The locked spec keys by their names in the catalogue ("nodes", "time limit minutes")."""
+    return ", ".join(_(k.replace("_", " ")) for k in template.locked_fields) or "—"
+
+
 class JobTemplateListView(ObjectListView):
     model = JobTemplate
     queryset = selectors.job_template_list
@@ -339,7 +344,7 @@ class JobTemplateListView(ObjectListView):
         Column(gettext_lazy("Name"), "name", link=True, order_by="name"),
         Column(gettext_lazy("Cluster"), "cluster"),
         Column(gettext_lazy("Description"), "description"),
-        Column(gettext_lazy("Locked fields"), render=lambda t: ", ".join(t.locked_fields) or "—"),
+        Column(gettext_lazy("Locked fields"), render=_locked_fields),
         Column(gettext_lazy("Use"), render=ps.template_use_link),
     ]
 
@@ -352,7 +357,7 @@ class JobTemplateView(ObjectDetailView):
         Column(gettext_lazy("Cluster"), "cluster"),
         Column(gettext_lazy("Description"), "description"),
         Column(gettext_lazy("Defaults"), render=lambda t: ps.json_text(t.defaults)),
-        Column(gettext_lazy("Locked fields"), render=lambda t: ", ".join(t.locked_fields) or "—"),
+        Column(gettext_lazy("Locked fields"), render=_locked_fields),
         Column(gettext_lazy("Use"), render=ps.template_use_link),
     ]
 

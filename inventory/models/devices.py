@@ -77,16 +77,28 @@ class ChassisModel(ChangeLoggedModel):
 class Node(ChangeLoggedModel):
     hostname = models.CharField(_("hostname"), max_length=63, unique=True, validators=[hostname_validator])
     cluster = models.ForeignKey(
-        Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="nodes"
+        Cluster,
+        null=True,
+        blank=True,
+        verbose_name=_("cluster"),
+        on_delete=models.PROTECT,
+        related_name="nodes",
     )
     role = models.CharField(_("role"), max_length=16, choices=NodeRole.choices, default=NodeRole.COMPUTE)
     chassis = models.ForeignKey(
-        ChassisModel, null=True, blank=True, on_delete=models.PROTECT, related_name="nodes"
+        ChassisModel,
+        null=True,
+        blank=True,
+        verbose_name=_("chassis"),
+        on_delete=models.PROTECT,
+        related_name="nodes",
     )
     status = models.CharField(
         _("status"), max_length=16, choices=NodeStatus.choices, default=NodeStatus.ACTIVE
     )
-    rack = models.ForeignKey(Rack, null=True, blank=True, on_delete=models.PROTECT, related_name="nodes")
+    rack = models.ForeignKey(
+        Rack, null=True, blank=True, verbose_name=_("rack"), on_delete=models.PROTECT, related_name="nodes"
+    )
     position = models.PositiveSmallIntegerField(
         _("position (lowest U)"), null=True, blank=True, validators=[MinValueValidator(1)]
     )
@@ -232,7 +244,9 @@ class CardModel(ChangeLoggedModel):
 class PortTemplate(models.Model):
     """The ports every card of a model has; a new card gets them as real ports."""
 
-    card_model = models.ForeignKey(CardModel, on_delete=models.CASCADE, related_name="port_templates")
+    card_model = models.ForeignKey(
+        CardModel, verbose_name=_("card model"), on_delete=models.CASCADE, related_name="port_templates"
+    )
     name = models.CharField(_("name"), max_length=32)
     kind = models.CharField(_("kind"), max_length=16, choices=PortKind.choices)
     speed_gbps = models.PositiveIntegerField(_("speed (Gbit/s)"))
@@ -250,8 +264,10 @@ class PortTemplate(models.Model):
 
 
 class Card(ChangeLoggedModel):
-    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="cards")
-    card_model = models.ForeignKey(CardModel, on_delete=models.PROTECT, related_name="cards")
+    node = models.ForeignKey(Node, verbose_name=_("node"), on_delete=models.PROTECT, related_name="cards")
+    card_model = models.ForeignKey(
+        CardModel, verbose_name=_("card model"), on_delete=models.PROTECT, related_name="cards"
+    )
     slot = models.CharField(_("slot"), max_length=16)
     status = models.CharField(
         _("status"), max_length=16, choices=CardStatus.choices, default=CardStatus.ACTIVE
@@ -304,8 +320,10 @@ class Card(ChangeLoggedModel):
 class Port(models.Model):
     """A network port on a card (card set) or on the node itself (a NIC or a switch port)."""
 
-    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="ports")
-    card = models.ForeignKey(Card, null=True, blank=True, on_delete=models.CASCADE, related_name="ports")
+    node = models.ForeignKey(Node, verbose_name=_("node"), on_delete=models.CASCADE, related_name="ports")
+    card = models.ForeignKey(
+        Card, null=True, blank=True, verbose_name=_("card"), on_delete=models.CASCADE, related_name="ports"
+    )
     name = models.CharField(_("name"), max_length=32)
     kind = models.CharField(_("kind"), max_length=16, choices=PortKind.choices)
     speed_gbps = models.PositiveIntegerField(_("speed (Gbit/s)"))
@@ -390,10 +408,16 @@ class CableTermination(models.Model):
         A = "a", "A"
         B = "b", "B"
 
-    cable = models.ForeignKey(Cable, on_delete=models.CASCADE, related_name="terminations")
+    cable = models.ForeignKey(
+        Cable, verbose_name=_("cable"), on_delete=models.CASCADE, related_name="terminations"
+    )
     end = models.CharField(max_length=1, choices=End.choices)
-    port = models.OneToOneField(Port, on_delete=models.PROTECT, related_name="termination")
-    card = models.ForeignKey(Card, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    port = models.OneToOneField(
+        Port, verbose_name=_("port"), on_delete=models.PROTECT, related_name="termination"
+    )
+    card = models.ForeignKey(
+        Card, null=True, blank=True, verbose_name=_("card"), on_delete=models.CASCADE, related_name="+"
+    )
 
     class Meta:
         verbose_name = _("cable termination")

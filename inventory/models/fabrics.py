@@ -33,7 +33,12 @@ class MemberRole(models.TextChoices):
 class Fabric(ChangeLoggedModel):
     name = models.CharField(_("name"), max_length=64, unique=True)
     cluster = models.ForeignKey(
-        Cluster, null=True, blank=True, on_delete=models.SET_NULL, related_name="fabrics"
+        Cluster,
+        null=True,
+        blank=True,
+        verbose_name=_("cluster"),
+        on_delete=models.SET_NULL,
+        related_name="fabrics",
     )
     template = models.CharField(_("template"), max_length=16, choices=FabricTemplate.choices)
     params = models.JSONField(
@@ -81,12 +86,24 @@ class Fabric(ChangeLoggedModel):
 class FabricMember(models.Model):
     """One card, or one node (a host's NIC ports, a switch's ports), in a fabric, at a position with a label."""
 
-    fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="members")
+    fabric = models.ForeignKey(
+        Fabric, verbose_name=_("fabric"), on_delete=models.CASCADE, related_name="members"
+    )
     card = models.ForeignKey(
-        Card, null=True, blank=True, on_delete=models.CASCADE, related_name="fabric_memberships"
+        Card,
+        null=True,
+        blank=True,
+        verbose_name=_("card"),
+        on_delete=models.CASCADE,
+        related_name="fabric_memberships",
     )
     node = models.ForeignKey(
-        Node, null=True, blank=True, on_delete=models.CASCADE, related_name="fabric_memberships"
+        Node,
+        null=True,
+        blank=True,
+        verbose_name=_("node"),
+        on_delete=models.CASCADE,
+        related_name="fabric_memberships",
     )
     position = models.PositiveIntegerField(_("position"))
     label = models.CharField(_("label"), max_length=32)

@@ -34,7 +34,14 @@ class Cluster(ChangeLoggedModel):
 
     name = models.CharField(_("name"), max_length=64, unique=True, validators=[slug_validator])
     description = models.TextField(_("description"), blank=True)
-    site = models.ForeignKey(Site, null=True, blank=True, on_delete=models.SET_NULL, related_name="clusters")
+    site = models.ForeignKey(
+        Site,
+        null=True,
+        blank=True,
+        verbose_name=_("site"),
+        on_delete=models.SET_NULL,
+        related_name="clusters",
+    )
     backend = models.CharField(
         _("backend"), max_length=16, choices=Backend.choices, default=Backend.SLURM_SSH
     )
@@ -73,7 +80,7 @@ class Cluster(ChangeLoggedModel):
 
 class Rack(ChangeLoggedModel):
     name = models.CharField(_("name"), max_length=64)
-    site = models.ForeignKey(Site, on_delete=models.PROTECT, related_name="racks")
+    site = models.ForeignKey(Site, verbose_name=_("site"), on_delete=models.PROTECT, related_name="racks")
     u_height = models.PositiveSmallIntegerField(
         _("height (U)"), default=42, validators=[MinValueValidator(1), MaxValueValidator(100)]
     )

@@ -151,7 +151,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
             body = await shared_snapshot((self.view, self.language, *self.render_key()), since, snapshot)
         else:
             body = await database_sync_to_async(snapshot)()
-        for frame in self.frames(body, status_html("snapshot"), snapshot=True):
+        status = self.in_language(status_html, "snapshot")  # "live" in the page's language
+        for frame in self.frames(body, status, snapshot=True):
             await self.send(text_data=frame)
 
     async def live_resync(self, event: dict[str, Any]) -> None:
@@ -162,7 +163,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
         ids = event.get("ids", {})
         key = (event.get("seq"), self.view, self.language, *self.render_key())
         rendered = await shared_render(key, lambda: self.in_language(self.update, ids))
-        for frame in self.frames(rendered, status_html(event.get("seq", ""), event.get("ts"))):
+        status = self.in_language(status_html, event.get("seq", ""), event.get("ts"))
+        for frame in self.frames(rendered, status):
             await self.send(text_data=frame)
 
     def in_language(self, render: Callable[..., Any], *args: Any) -> Any:

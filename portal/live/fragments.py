@@ -17,6 +17,7 @@ from django.conf import settings
 from django.template.loader import render_to_string
 from django.utils import translation
 from django.utils.safestring import mark_safe
+from django.utils.translation import gettext
 
 #: the variants of the overview a socket may receive (researchers see no alert details)
 WITH_ALERTS, PLAIN = "alerts", "plain"
@@ -28,7 +29,7 @@ def status_html(seq: str = "", ts: float | None = None) -> str:
     clock = time.strftime("%H:%M:%S", time.localtime(ts))
     return (
         f'<span id="live-status" class="live-status on" data-seq="{html.escape(seq)}" data-ts="{ts:.6f}"'
-        f' title="{clock}">live</span>'
+        f' title="{html.escape(gettext("Last update %(time)s") % {"time": clock})}">{html.escape(gettext("live"))}</span>'
     )
 
 

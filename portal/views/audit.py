@@ -11,8 +11,8 @@ from django.utils.dateparse import parse_date, parse_datetime
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.text import capfirst
+from django.utils.translation import gettext, ngettext
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import ngettext
 
 from portal.filters import AuditEntryFilterSet
 from portal.models import AuditEntry
@@ -38,10 +38,10 @@ def _field_of(entry: AuditEntry, key: str) -> models.Field[Any, Any] | None:
 
 
 def _label(entry: AuditEntry, key: str) -> str:
+    """The field's verbose name, in the catalogue's language also where the model gives none."""
     field = _field_of(entry, key)
-    if field is not None:
-        return capfirst(str(field.verbose_name))
-    return capfirst(key.replace("_", " "))
+    name = str(field.verbose_name) if field is not None else key.replace("_", " ")
+    return capfirst(gettext(name))
 
 
 def _value(entry: AuditEntry, key: str, value: Any) -> str:
@@ -60,11 +60,11 @@ def _value(entry: AuditEntry, key: str, value: Any) -> str:
         if parsed is not None:
             return exact(parsed)
     if isinstance(value, dict):
-        text = ", ".join(f"{k}: {_value(entry, '', v)}" for k, v in value.items())
+        text = ", ".join(f"{gettext(k.replace('_', ' '))}: {_value(entry, '', v)}" for k, v in value.items())
     elif isinstance(value, list):
         text = ", ".join(_value(entry, "", v) for v in value)
     else:
-        text = str(value)
+        text = gettext(str(value))  # a stored system message ("No cards.") is in the catalogue
     return text if len(text) <= 80 else text[:79] + "…"
 
 
@@ -130,7 +130,7 @@ def audit_changes(entry: AuditEntry) -> SafeString | str:
 def _model(entry: AuditEntry) -> str:
     ct = entry.content_type
     model = ct.model_class() if ct is not None else None
-    return capfirst(str(model._meta.verbose_name)) if model is not None else MISSING
+    return capfirst(gettext(str(model._meta.verbose_name))) if model is not None else MISSING
 
 
 class AuditListView(ObjectListView):
