@@ -9,7 +9,8 @@ case "$role" in
     if [ -n "${LAB_ENV_FILE:-}" ] && [ -f "$LAB_ENV_FILE" ]; then
       python manage.py cluster_from_lab_env "$LAB_ENV_FILE" --cluster h100-pod
     fi
-    exec uvicorn portal.asgi:application --host 0.0.0.0 --port 8000 --workers "${WEB_WORKERS:-2}" --proxy-headers
+    # --no-proxy-headers: the portal reads X-Forwarded-For itself, from PORTAL_TRUSTED_PROXIES only
+    exec uvicorn portal.asgi:application --host 0.0.0.0 --port 8000 --workers "${WEB_WORKERS:-2}" --no-proxy-headers
     ;;
   worker)
     exec celery -A portal worker -Q default,actions,polls,telemetry --concurrency "${WORKER_CONCURRENCY:-4}" -l info

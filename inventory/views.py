@@ -27,6 +27,7 @@ from inventory.models import (
 from inventory.readiness import node_readiness
 from inventory.services import cable_connect, cable_update, card_save
 from inventory.views_topology import readiness_badge
+from portal.roles import INFRASTRUCTURE_PERM
 from portal.templatetags.portal_format import ago, decimal_plain, money, number, percent, watts
 from portal.views.generic import Column, ObjectDeleteView, ObjectDetailView, ObjectEditView, ObjectListView
 
@@ -65,10 +66,10 @@ class ClusterListView(ObjectListView):
         Column(_("Name"), "name", link=True, order_by="name"),
         Column(_("Site"), "site"),
         Column(_("Backend"), "backend"),
-        Column(_("Login host"), "ssh_host"),
+        Column(_("Login host"), "ssh_host", perm=INFRASTRUCTURE_PERM),
         Column(_("Nodes"), "node_count"),
         Column(_("Last sync"), "last_sync_ok_at", fmt=ago),
-        Column(_("Sync error"), "last_sync_error"),
+        Column(_("Sync error"), "last_sync_error", perm=INFRASTRUCTURE_PERM),
     ]
 
 
@@ -79,13 +80,14 @@ class ClusterView(ObjectDetailView):
     fields = [
         Column(_("Site"), "site"),
         Column(_("Backend"), "backend"),
-        Column(_("Login host"), "ssh_host"),
-        Column(_("SSH port"), "ssh_port"),
-        Column(_("Service account"), "ssh_user"),
-        Column(_("Host key pinned"), render=lambda c: bool(c.ssh_host_key)),
-        Column(_("Key path"), "ssh_key_path"),
+        Column(_("Login host"), "ssh_host", perm=INFRASTRUCTURE_PERM),
+        Column(_("SSH port"), "ssh_port", perm=INFRASTRUCTURE_PERM),
+        Column(_("Service account"), "ssh_user", perm=INFRASTRUCTURE_PERM),
+        Column(_("Host key pinned"), render=lambda c: bool(c.ssh_host_key), perm=INFRASTRUCTURE_PERM),
+        Column(_("Key path"), "ssh_key_path", perm=INFRASTRUCTURE_PERM),
+        Column(_("SLURM_CONF on the login host"), "slurm_conf", perm=INFRASTRUCTURE_PERM),
         Column(_("Last successful sync"), "last_sync_ok_at", fmt=ago),
-        Column(_("Sync error"), "last_sync_error"),
+        Column(_("Sync error"), "last_sync_error", perm=INFRASTRUCTURE_PERM),
         Column(_("Description"), "description"),
     ]
 
@@ -139,10 +141,10 @@ class RackView(ObjectDetailView):
 
 
 def _bmc(node: Node) -> str | None:
-    """ "IPMI 10.0.0.5" or nothing at all (no "BMC None")."""
+    """ "IPMI admin 10.0.0.5" or nothing at all (no "BMC None")."""
     if node.bmc_kind == BMCKind.NONE and not node.bmc_address:
         return None
-    return f"{node.get_bmc_kind_display()} {node.bmc_address}".strip()
+    return " ".join(p for p in (node.get_bmc_kind_display(), node.bmc_username, node.bmc_address) if p)
 
 
 def _gigabytes(value: Any) -> str:
@@ -182,7 +184,7 @@ class NodeView(ObjectDetailView):
         Column(_("Slurm name"), "effective_slurm_name"),
         Column(_("Slurm state"), "slurm_state"),
         Column(_("Slurm reason"), "slurm_reason"),
-        Column(_("BMC"), render=_bmc),
+        Column(_("BMC"), render=_bmc, perm=INFRASTRUCTURE_PERM),
         Column(_("Purchase cost"), "purchase_cost", fmt=money),
         Column(_("Purchase date"), "purchase_date"),
         Column(_("Notes"), "notes"),

@@ -45,21 +45,15 @@ from portal.views.generic import (
     PortalPermissionMixin,
 )
 
-BADGE_COLOURS = {
-    "pass": "var(--ok)",
-    "warn": "var(--warn)",
-    "fail": "var(--danger)",
-    "unknown": "var(--muted)",
-}
-
 
 def readiness_badge(status: str) -> SafeString:
-    """The readiness summary as a coloured badge (node list, node page)."""
+    """The readiness summary as a coloured badge (node list, node page); the colour is the
+    readiness-<status> class of portal.css (no inline style: the CSP allows none)."""
     labels = {s.value: s.label for s in ReadinessStatus}
+    known = status if status in {"pass", "warn", "fail"} else "unknown"
     return format_html(
-        '<span class="badge readiness-{}" style="background:{}" title="{}">{}</span>',
-        status,
-        BADGE_COLOURS.get(status, "var(--muted)"),
+        '<span class="badge readiness-{}" title="{}">{}</span>',
+        known,
         _t("Readiness"),
         labels.get(status, status),
     )

@@ -4,28 +4,39 @@
   account, pinned host key and key path (the key itself never enters the database).
 * ``"simulator"`` (or ``settings.PORTAL_CLUSTER_BACKEND_OVERRIDE == "simulator"``, the demo): one
   process-wide :class:`SimulatedCluster` per cluster, built from its inventory compute nodes and
-  their cards. With ``settings.PORTAL_SIMULATOR_REALTIME`` its clock follows the wall clock.
+  their cards. With ``settings.PORTAL_SIMULATOR_REALTIME`` it runs on the wall clock. With
+  ``settings.PORTAL_SIMULATOR_CONTINUE`` (the demo) a new one continues what the database holds for
+  the cluster (node states, queued and running jobs, finished jobs' output), so a restarted demo
+  goes on with the world its database remembers.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, cast
+from datetime import datetime
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Max
+from django.utils import timezone
 
 from inventory.choices import CardStatus, NodeRole
 from inventory.models import Cluster
 from jobs.cluster import ClusterBackend, SimNode, SimPartition, SimulatedCluster, ValidationError, get_backend
-from jobs.models import Job
+from jobs.cluster.types import TAG_PREFIX, JobInfo, NodeInfo
+from jobs.models import Job, NodeState
+
+logger = logging.getLogger(__name__)
 
 _SIMULATORS: dict[int, SimulatedCluster] = {}
+_RESTORED: dict[int, dict[int, str]] = {}
 _SIM_LOCK = threading.Lock()
+#: the most stored jobs a continuing simulator takes over (newest first)
+RESTORE_MAX_JOBS = 10_000
 
 
 def _gpu_type(name: str) -> str:
@@ -43,32 +54,9 @@ def simulator_nodes(cluster: Cluster) -> list[SimNode]:
     return nodes
 
 
-class _RealtimeSimulator:
-    """Advances the wrapped simulator by the wall-clock time elapsed since the last call."""
-
-    def __init__(self, sim: SimulatedCluster) -> None:
-        self._sim = sim
-        self._last = time.monotonic()
-        self._lock = threading.Lock()
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._sim, name)
-        if not callable(attr):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            with self._lock:
-                now = time.monotonic()
-                elapsed, self._last = now - self._last, now
-            if elapsed > 0:
-                self._sim.advance(min(elapsed, 3600.0))
-            return attr(*args, **kwargs)
-
-        return call
-
-
-def simulator_get(cluster: Cluster) -> SimulatedCluster:
-    """The process-wide simulator of this cluster (created on first use)."""
+def simulator_get(cluster: Cluster, *, clock: Callable[[], datetime] | None = None) -> SimulatedCluster:
+    """The process-wide simulator of this cluster (created on first use: on ``clock``, else on the
+    wall clock when ``PORTAL_SIMULATOR_REALTIME``, else moved only by ``advance``)."""
     with _SIM_LOCK:
         sim = _SIMULATORS.get(cluster.pk)
         if sim is None:
@@ -77,14 +65,76 @@ def simulator_get(cluster: Cluster) -> SimulatedCluster:
                 SimPartition("gpu", is_default=True, max_time_minutes=1440),
                 SimPartition("debug", max_time_minutes=30),
             ]
+            if clock is None and getattr(settings, "PORTAL_SIMULATOR_REALTIME", True):
+                clock = timezone.now
             # continue after the jobs already stored, so a restarted process never reuses their ids
             last = Job.objects.filter(cluster=cluster).aggregate(last=Max("job_id"))["last"]
             sim = SimulatedCluster(
                 nodes, parts, seed=cluster.pk, reboot_seconds=10, min_job_age=300,
-                first_job_id=max(1000, (last or 0) + 1),
+                first_job_id=max(1000, (last or 0) + 1), clock=clock,
             )  # fmt: skip
+            if getattr(settings, "PORTAL_SIMULATOR_CONTINUE", False):
+                _RESTORED[cluster.pk] = simulator_continue(cluster, sim)
             _SIMULATORS[cluster.pk] = sim
         return sim
+
+
+def simulator_continue(cluster: Cluster, sim: SimulatedCluster) -> dict[int, str]:
+    """Give ``sim`` what the database remembers of ``cluster``: its node states as last synced and
+    its jobs (see :meth:`SimulatedCluster.restore`); returns what became of each job."""
+    nodes = [
+        NodeInfo(
+            name=ns.node.effective_slurm_name,
+            state=ns.state,
+            flags=frozenset(ns.flags or ()),
+            reason=ns.reason or None,
+            reason_set_by=ns.reason_set_by or None,
+            reason_changed_at=ns.reason_changed_at,
+            boot_time=ns.boot_time,
+        )  # fmt: skip
+        for ns in NodeState.objects.filter(node__cluster=cluster).select_related("node")
+    ]
+    jobs = [
+        (
+            JobInfo(
+                job_id=j.job_id,
+                name=j.name,
+                user=j.user or None,
+                state=j.state,
+                account=j.account or None,
+                partition=j.partition or None,
+                state_reason=j.state_reason or None,
+                nodes=",".join(x for x in j.node_names.split(",") if x),
+                node_count=j.node_count,
+                gpus=j.gpus,
+                gpu_type=j.gpu_type or None,
+                cpus=j.cpus,
+                submit_time=j.submit_time,
+                start_time=j.start_time,
+                end_time=j.end_time,
+                time_limit_minutes=j.time_limit,
+                exit_code=j.exit_code,
+                stdout_path=j.stdout_path or None,
+                work_dir=j.work_dir or None,
+                comment=TAG_PREFIX + j.tag if j.tag else None,
+            ),  # fmt: skip
+            j.script,
+        )
+        for j in Job.objects.filter(cluster=cluster).order_by("-job_id")[:RESTORE_MAX_JOBS]
+    ]
+    outcome = sim.restore(nodes=nodes, jobs=jobs, last_seen=cluster.last_sync_ok_at)
+    if outcome:
+        counts = {
+            k: sum(1 for v in outcome.values() if v == k) for k in ("queued", "resumed", "ended", "finished")
+        }
+        logger.debug("simulated cluster %s continues from the database: %s", cluster.name, counts)
+    return outcome
+
+
+def simulator_restored(cluster: Cluster) -> dict[int, str]:
+    """What the simulator of ``cluster`` made of the stored jobs when it was created ({} if nothing)."""
+    with _SIM_LOCK:
+        return dict(_RESTORED.get(cluster.pk, {}))
 
 
 def simulator_reset(cluster_id: int | None = None) -> None:
@@ -92,8 +142,10 @@ def simulator_reset(cluster_id: int | None = None) -> None:
     with _SIM_LOCK:
         if cluster_id is None:
             _SIMULATORS.clear()
+            _RESTORED.clear()
         else:
             _SIMULATORS.pop(cluster_id, None)
+            _RESTORED.pop(cluster_id, None)
 
 
 def uses_simulator(cluster: Cluster) -> bool:
@@ -127,24 +179,10 @@ def backend_for_cluster(cluster: Cluster) -> ClusterBackend:
     if backend_factory is not None:
         return backend_factory(cluster)
     if uses_simulator(cluster):
-        sim = simulator_get(cluster)
-        if getattr(settings, "PORTAL_SIMULATOR_REALTIME", True):
-            return cast(ClusterBackend, _realtime(cluster.pk, sim))
-        return sim
+        return simulator_get(cluster)
     if cluster.backend != Cluster.Backend.SLURM_SSH:
         raise ValidationError(f"unknown backend {cluster.backend!r} for cluster {cluster.name}")
     return get_backend("slurm-ssh", **ssh_config(cluster))
-
-
-_REALTIME: dict[int, _RealtimeSimulator] = {}
-
-
-def _realtime(cluster_id: int, sim: SimulatedCluster) -> _RealtimeSimulator:
-    with _SIM_LOCK:
-        wrapper = _REALTIME.get(cluster_id)
-        if wrapper is None or wrapper._sim is not sim:
-            wrapper = _REALTIME[cluster_id] = _RealtimeSimulator(sim)
-        return wrapper
 
 
 @contextmanager
@@ -154,5 +192,5 @@ def cluster_backend(cluster: Cluster) -> Iterator[ClusterBackend]:
     try:
         yield backend
     finally:
-        if not isinstance(backend, SimulatedCluster | _RealtimeSimulator):
+        if not isinstance(backend, SimulatedCluster):
             backend.close()

@@ -159,6 +159,12 @@ def action_request(
     if kind == ActionKind.SUBMIT:
         if cluster is None:
             raise ValidationError({"cluster": [_("A cluster is required.")]})
+        missing = [f for f in ("name", "script") if f not in params]
+        if missing:
+            raise ValidationError({"params": [_("Required job fields: %(f)s") % {"f": ", ".join(missing)}]})
+        unknown = sorted(set(params) - {"name", "script", *SPEC_FIELDS})
+        if unknown:
+            raise ValidationError({"params": [_("Unknown job fields: %(f)s") % {"f": ", ".join(unknown)}]})
         return job_submit(user=user, cluster=cluster, **params)
     if kind in NODE_ACTION_KINDS:
         if node is None:

@@ -104,7 +104,9 @@ def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "energy": job_energy_get(job),
     }
     if request.htmx and not request.htmx.boosted:
-        return render(request, "jobs/job_detail.html#job-status", context)
+        # the energy card polls on its own until the figures are computed (after the job ends)
+        part = "job-energy" if request.GET.get("part") == "energy" else "job-status"
+        return render(request, f"jobs/job_detail.html#{part}", context)
     return render(request, "jobs/job_detail.html", context)
 
 

@@ -2,7 +2,9 @@
 
 - admin: everything (inventory writes, node operations, all jobs, audit log, alert rules).
 - operator: node operations (drain/resume/reboot), all jobs (view, cancel), read inventory.
-- researcher: submit and manage own jobs, read inventory.
+- researcher: submit and manage own jobs, read inventory, but not how the portal reaches the hardware
+  (clusters' SSH host, account, keys and sync errors, nodes' BMC): `inventory.see_infrastructure`,
+  which admins and operators hold (INFRASTRUCTURE_PERM below; API serializers and pages hide them alike).
 
 Permission patterns are `app_label.codename` with `*` wildcards, resolved against the
 permissions that exist after migrations (so apps add codenames in their models' Meta).
@@ -14,12 +16,14 @@ import fnmatch
 from typing import Any
 
 ADMIN, OPERATOR, RESEARCHER = "admin", "operator", "researcher"
+INFRASTRUCTURE_PERM = "inventory.see_infrastructure"
 ROLES = (ADMIN, OPERATOR, RESEARCHER)
 
 ROLE_PERMISSIONS: dict[str, list[str]] = {
     ADMIN: ["inventory.*", "jobs.*", "monitoring.*", "portal.view_auditentry"],
     OPERATOR: [
         "inventory.view_*",
+        "inventory.see_infrastructure",
         "jobs.view_*",
         "jobs.operate_nodes",
         "jobs.view_all_jobs",

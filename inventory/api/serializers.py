@@ -58,6 +58,15 @@ class ClusterSerializer(PortalModelSerializer):
             "node_count",
             *STAMPS,
         ]
+        infrastructure_fields = [
+            "ssh_host",
+            "ssh_port",
+            "ssh_user",
+            "ssh_host_key",
+            "ssh_key_path",
+            "slurm_conf",
+            "last_sync_error",
+        ]
 
     def get_stale(self, obj: Cluster) -> bool:
         return bool(obj.last_sync_error)
@@ -121,6 +130,7 @@ class NodeSerializer(PortalModelSerializer):
             *STAMPS,
         ]
         read_only_fields = ["slurm_state", "slurm_reason", "slurm_state_since"]
+        infrastructure_fields = ["bmc_kind", "bmc_address", "bmc_username", "bmc_password"]
 
 
 class PortTemplateSerializer(PortalModelSerializer):

@@ -73,6 +73,12 @@ class Cluster(ChangeLoggedModel):
         verbose_name = _("cluster")
         verbose_name_plural = _("clusters")
         ordering = ["name"]
+        permissions = [
+            (
+                "see_infrastructure",
+                _("Can see how the portal reaches the hardware (SSH hosts, accounts, keys, BMC addresses)"),
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name

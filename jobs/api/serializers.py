@@ -30,6 +30,38 @@ class ActionSerializer(PortalModelSerializer):
         read_only_fields = fields
 
 
+class JobSubmitParamsSerializer(serializers.Serializer):
+    """`params` of a submit: the job's name and script and the spec fields, typed. The cluster-level
+    checks (account, partitions, limits) stay in jobs.services.job_submit_check."""
+
+    name = serializers.CharField(max_length=128)
+    script = serializers.CharField(trim_whitespace=False, max_length=1_000_000)
+    partition = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=64)
+    account = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=64)
+    nodes = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=100_000)
+    ntasks_per_node = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=100_000
+    )
+    cpus_per_task = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=100_000)
+    gpus = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=1024)
+    gpu_type = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=64)
+    time_limit_minutes = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=525_600_000
+    )
+    work_dir = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=4096)
+    output = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=4096)
+    environment = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError(
+                    {"non_field_errors": [_("Unknown job fields: %(f)s") % {"f": ", ".join(unknown)}]}
+                )
+        return super().to_internal_value(data)
+
+
 class ActionRequestSerializer(serializers.Serializer):
     """POST /api/jobs/actions/: drain/resume/reboot/power_cycle need `node`, cancel needs `job`,
     submit needs `cluster` and the job in `params` (name, script, partition, gpus, ...)."""
@@ -50,6 +82,11 @@ class ActionRequestSerializer(serializers.Serializer):
         kind = attrs["kind"]
         if kind == ActionKind.SUBMIT and not attrs.get("cluster"):
             raise serializers.ValidationError({"cluster": [_("A cluster is required to submit a job.")]})
+        if kind == ActionKind.SUBMIT:
+            job = JobSubmitParamsSerializer(data=attrs.get("params") or {})
+            if not job.is_valid():
+                raise serializers.ValidationError({"params": job.errors})
+            attrs["params"] = {k: v for k, v in job.validated_data.items() if v is not None}
         if kind == ActionKind.CANCEL and not attrs.get("job"):
             raise serializers.ValidationError({"job": [_("A job is required.")]})
         if kind not in (ActionKind.SUBMIT, ActionKind.CANCEL) and not attrs.get("node"):

@@ -1,19 +1,21 @@
 """A deterministic simulated Slurm cluster implementing the ClusterBackend protocol.
 
-Time only moves when :meth:`SimulatedCluster.advance` is called (or ``auto_advance`` seconds
-on every call), randomness comes from a seeded RNG, and every public method holds one lock.
+Time moves when :meth:`SimulatedCluster.advance` is called (or ``auto_advance`` seconds on every
+call) and, given a ``clock`` (the demo passes the wall clock, tests a clock they move), up to that
+clock's time on every call. Randomness comes from a seeded RNG; every public method holds one lock.
 
-Job scripts drive the simulation: ``sleep N`` lines add to the run time, ``echo text`` lines
-appear in the output, ``exit N`` sets the exit status, and a ``# sim: duration=N exit=N``
-comment overrides both. Jobs without any of these run for a seeded random 60-600 s.
+Job scripts drive the simulation (:mod:`.simscript`): ``sleep N`` lines add to the run time,
+``echo`` lines appear in the output with the job's Slurm variables expanded, ``exit N`` sets the
+exit status, and a ``# sim: duration=N exit=N`` comment overrides both. Jobs without any of these
+run for a seeded random 60-600 s.
+
+A restarted simulator continues the world its caller remembers (:meth:`SimulatedCluster.restore`):
+node states, queued and running jobs, and the output files of finished ones.
 """
 
 from __future__ import annotations
 
-import contextlib
 import random
-import re
-import shlex
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,6 +24,7 @@ from typing import Any, Literal, TypeVar
 
 from .backend import NextState
 from .errors import RetryableError, TerminalError, ValidationError
+from .simscript import ScriptPlan, job_environment, script_output, script_plan
 from .types import BMC, TAG_PREFIX, JobInfo, JobSpec, NodeInfo, PartitionInfo
 from .validation import (
     validate_job_ids,
@@ -36,6 +39,10 @@ FaultKind = Literal["node_down", "job_fail_nccl_timeout", "controller_unreachabl
 T = TypeVar("T")
 
 CONTROLLER_DOWN_MESSAGE = "Unable to contact slurm controller (connect failure)"
+#: where a simulator without a clock or a start time begins
+DEFAULT_START = datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
+#: node flags a restored node keeps (the ones this simulator acts on)
+RESTORED_FLAGS = frozenset({"DRAIN", "NOT_RESPONDING", "REBOOT_REQUESTED", "REBOOT_ISSUED"})
 
 
 @dataclass(frozen=True)
@@ -93,7 +100,7 @@ class _Job:
     submit_time: datetime
     duration: float
     planned_exit: int
-    echo_lines: list[str]
+    steps: tuple[tuple[str, str], ...]
     reason: str | None = "None"
     start_time: datetime | None = None
     end_time: datetime | None = None
@@ -102,41 +109,6 @@ class _Job:
     output: list[str] = field(default_factory=list)
     fail_at: datetime | None = None
     partition: str = ""
-
-
-_SLEEP_RE = re.compile(r"^\s*sleep\s+(\d+(?:\.\d+)?)\s*$")
-_EXIT_RE = re.compile(r"^\s*exit\s+(\d+)\s*$")
-_ECHO_RE = re.compile(r"^\s*echo\s+(.*)$")
-_SIM_RE = re.compile(r"^\s*#\s*sim:\s*(.*)$")
-
-
-def _script_plan(script: str, rng: random.Random) -> tuple[float, int, list[str]]:
-    duration = 0.0
-    exit_code = 0
-    echoes: list[str] = []
-    directive: dict[str, str] = {}
-    for line in script.splitlines():
-        if m := _SLEEP_RE.match(line):
-            duration += float(m.group(1))
-        elif m := _EXIT_RE.match(line):
-            exit_code = int(m.group(1)) & 0xFF
-        elif m := _ECHO_RE.match(line):
-            try:
-                echoes.append(" ".join(shlex.split(m.group(1), comments=True)))
-            except ValueError:
-                echoes.append(m.group(1))
-        elif m := _SIM_RE.match(line):
-            for kv in m.group(1).split():
-                k, _, v = kv.partition("=")
-                directive[k] = v
-    if "duration" in directive:
-        with contextlib.suppress(ValueError):
-            duration = float(directive["duration"])
-    if "exit" in directive and directive["exit"].isdigit():
-        exit_code = int(directive["exit"]) & 0xFF
-    if duration <= 0 and not echoes and "duration" not in directive:
-        duration = float(rng.randint(60, 600))
-    return (max(duration, 1.0), exit_code, echoes)
 
 
 def _default_nodes() -> list[SimNode]:
@@ -164,10 +136,13 @@ class SimulatedCluster:
     ) -> None:
         self._lock = threading.RLock()
         self._rng = random.Random(seed)
-        self._now = start_time or datetime(2026, 1, 1, 9, 0, tzinfo=UTC)
+        self._clock = clock
+        self._now = start_time or (clock() if clock is not None else DEFAULT_START)
         if self._now.tzinfo is None:
             raise ValidationError("start_time must be timezone-aware")
-        self._external_clock = clock
+        #: the longest stretch of the clock's time a call replays second by second (longer gaps,
+        #: a suspended laptop, are jumped over: what was due then happens at once)
+        self.max_catch_up_seconds = 3600.0
         specs = list(nodes) if nodes is not None else _default_nodes()
         if partitions is None:
             partitions = [
@@ -183,6 +158,8 @@ class SimulatedCluster:
         self._users = set(users) if users is not None else None
         self._jobs: dict[int, _Job] = {}
         self._finished: dict[int, JobInfo] = {}  # purged jobs' final records, oldest first
+        #: output files of jobs no longer queued: (user, path, text, or the restored job to write it from)
+        self._files: dict[int, tuple[str, str, str | tuple[JobInfo, str]]] = {}
         self.max_finished_records = 100_000
         self._next_id = first_job_id
         self._faults: list[Fault] = []
@@ -226,8 +203,23 @@ class SimulatedCluster:
 
     # ------------------------------------------------------------------ clock & faults
     def now(self) -> datetime:
+        """The simulation's time (caught up with the clock, when it has one)."""
         with self._lock:
-            return self._external_clock() if self._external_clock else self._now
+            self._catch_up()
+            return self._now
+
+    def _catch_up(self) -> None:
+        if self._clock is None:
+            return
+        target = self._clock()
+        gap = (target - self._now).total_seconds()
+        if gap <= 0:
+            return
+        if gap > self.max_catch_up_seconds:
+            self._now = target - timedelta(seconds=self.max_catch_up_seconds)
+            self._tick()  # what fell due in the skipped time happens at once
+        self.advance((target - self._now).total_seconds())
+        self._now = max(self._now, target)
 
     def advance(self, seconds: float) -> None:
         """Move simulated time forward, running the scheduler every simulated second."""
@@ -282,6 +274,7 @@ class SimulatedCluster:
         with self._lock:
             if self.auto_advance:
                 self.advance(self.auto_advance)
+            self._catch_up()
             f = self._take_fault("controller_unreachable")
             if f is not None:
                 raise RetryableError(f.message or CONTROLLER_DOWN_MESSAGE)
@@ -332,24 +325,41 @@ class SimulatedCluster:
     def _start(self, job: _Job, nodes: list[_Node]) -> None:
         job.state, job.reason, job.start_time = "RUNNING", "None", self._now
         job.nodes = [n.spec.name for n in nodes]
+        self._allocate(job, nodes)
+        if (f := self._take_fault("job_fail_nccl_timeout")) is not None:
+            job.fail_at = self._now + timedelta(seconds=f.after_seconds)
+        job.output += self._start_lines(job)
+
+    def _allocate(self, job: _Job, nodes: list[_Node]) -> None:
         for n in nodes:
             n.gpus_used += job.spec.gpus
             n.cpus_used += self._cpus_per_node(job.spec)
             full = n.gpus_used >= n.spec.gpus or n.cpus_used >= n.spec.cpus
             n.state = "allocated" if full else "mixed"
-        if (f := self._take_fault("job_fail_nccl_timeout")) is not None:
-            job.fail_at = self._now + timedelta(seconds=f.after_seconds)
+
+    def _work_dir(self, job: _Job) -> str:
+        return job.spec.work_dir or f"/home/{job.user}"
+
+    def _start_lines(self, job: _Job) -> list[str]:
+        """What the job has printed by the time it started: the batch step's first lines and its
+        script's echo lines, expanded in the environment Slurm gives it."""
+        assert job.start_time is not None and job.nodes
         head = job.nodes[0]
-        job.output += [
-            f"[{self._now:%Y-%m-%d %H:%M:%S}] job {job.job_id} ({job.spec.name}) started on "
+        env = job_environment(
+            job_id=job.job_id, name=job.spec.name, user=job.user, nodes=job.nodes, partition=job.partition,
+            account=job.spec.account, gpus=job.spec.gpus, ntasks_per_node=job.spec.ntasks_per_node or 1,
+            cpus_per_task=job.spec.cpus_per_task, work_dir=self._work_dir(job), extra=job.spec.environment,
+        )  # fmt: skip
+        return [
+            f"[{job.start_time:%Y-%m-%d %H:%M:%S}] job {job.job_id} ({job.spec.name}) started on "
             f"{','.join(job.nodes)} as {job.user}",
-            f"CUDA_VISIBLE_DEVICES={','.join(str(i) for i in range(job.spec.gpus))}"
-            if job.spec.gpus
-            else "no GPUs requested",
+            f"CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']}" if job.spec.gpus else "no GPUs requested",
             f"{head}:{1000 + job.job_id % 1000}:0 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>"
             if job.spec.gpus
             else f"running on {head}",
-            *job.echo_lines,
+            *script_output(
+                job.steps, env, hostname=head, now=job.start_time, cpus=self._cpus_per_node(job.spec)
+            ),
         ]
 
     def _tick(self) -> None:
@@ -400,7 +410,7 @@ class SimulatedCluster:
                 self._finish(job, "TIMEOUT", 128 + 15)
             elif elapsed >= job.duration:
                 code = job.planned_exit
-                if not job.echo_lines and job.spec.gpus:
+                if not any(kind == "echo" for kind, _raw in job.steps) and job.spec.gpus:
                     loss = 2.5 + self._rng.random()
                     job.output.append(f"step {int(job.duration)}/{int(job.duration)} loss={loss / 2:.4f}")
                 job.output.append(f"[{now:%Y-%m-%d %H:%M:%S}] done, exit {code}")
@@ -411,10 +421,15 @@ class SimulatedCluster:
             for j in self._jobs.values()
             if j.end_time is not None and (now - j.end_time).total_seconds() > self.min_job_age
         ]:
-            # like Slurm's job completion log: the record outlives the queue's view
-            self._finished[jid] = self._job_info(self._jobs.pop(jid))
+            # like Slurm's job completion log: the record outlives the queue's view (and the output
+            # file stays where the job wrote it)
+            job = self._jobs.pop(jid)
+            info = self._finished[jid] = self._job_info(job)
+            self._files[jid] = (job.user, info.stdout_path or "", "".join(line + "\n" for line in job.output))
             while len(self._finished) > self.max_finished_records:
                 del self._finished[next(iter(self._finished))]
+            while len(self._files) > self.max_finished_records:
+                del self._files[next(iter(self._files))]
         self._schedule()
 
     def _schedule(self) -> None:
@@ -505,6 +520,147 @@ class SimulatedCluster:
             work_dir=work_dir,
             comment=TAG_PREFIX + j.spec.tag,
         )
+
+    # ------------------------------------------------------------------ restart
+    def _new_job(
+        self,
+        job_id: int,
+        spec: JobSpec,
+        user: str,
+        plan: ScriptPlan,
+        *,
+        partition: str,
+        submit_time: datetime,
+    ) -> _Job:
+        return _Job(
+            job_id=job_id, spec=spec, user=user, state="PENDING", submit_time=submit_time,
+            duration=plan.duration, planned_exit=plan.exit_code, steps=plan.steps, partition=partition,
+        )  # fmt: skip
+
+    def restore(
+        self,
+        *,
+        nodes: Sequence[NodeInfo] = (),
+        jobs: Sequence[tuple[JobInfo, str]] = (),
+        last_seen: datetime | None = None,
+        reason: str = "demo restarted",
+    ) -> dict[int, str]:
+        """Continue the world a caller remembers (the demo's database, after a restart).
+
+        ``nodes``: the node states last seen (state, drain/down/reboot flags, reason, boot time).
+        ``jobs``: (job, its batch script) as last seen. Queued jobs queue again; running jobs whose
+        script has time left resume on their nodes; running jobs that cannot (their time ran out
+        while nothing simulated them, or their nodes are gone) end as CANCELLED at ``last_seen``
+        (when the caller last heard of them) with ``reason``; finished jobs keep their records, and
+        every job that started has its output file again. Ids already known are left alone; new
+        jobs get ids above all of them. Returns {job id: "queued" | "resumed" | "ended" | "finished"}.
+        """
+        with self._lock:
+            self._catch_up()
+            for node_info in nodes:
+                n = self._nodes.get(node_info.name)
+                if n is not None:
+                    self._restore_node(n, node_info)
+            outcome: dict[int, str] = {}
+            for info, script in sorted(jobs, key=lambda js: js[0].job_id):
+                self._next_id = max(self._next_id, info.job_id + 1)
+                if info.job_id in self._jobs or info.job_id in self._finished or not info.user:
+                    continue
+                outcome[info.job_id] = self._restore_job(info, script, last_seen or self._now, reason)
+            self._schedule()
+            return outcome
+
+    def _restore_node(self, n: _Node, info: NodeInfo) -> None:
+        n.flags = set(info.flags & RESTORED_FLAGS)
+        n.state = "down" if info.state == "down" else "idle"
+        n.reason, n.reason_set_by, n.reason_changed_at = (
+            info.reason,
+            info.reason_set_by,
+            info.reason_changed_at,
+        )
+        n.boot_time = info.boot_time or n.boot_time
+        if n.flags & {"REBOOT_REQUESTED", "REBOOT_ISSUED"}:
+            n.reboot_next_state = "resume"
+            n.reboot_started = self._now if "REBOOT_ISSUED" in n.flags else None
+
+    def _restore_job(self, info: JobInfo, script: str, last_seen: datetime, reason: str) -> str:
+        names = [x for x in info.nodes.split(",") if x]
+        if info.finished:
+            self._finished[info.job_id] = info
+            if info.start_time is not None and names:  # its output file, written when first read
+                self._files[info.job_id] = (info.user or "", info.stdout_path or "", (info, script))
+            return "finished"
+        job = self._remembered_job(info, script)
+        self._jobs[job.job_id] = job
+        if info.state == "PENDING" or info.start_time is None or not names:
+            return "queued"
+        job.start_time, job.nodes = info.start_time, names
+        job.output = self._start_lines(job)
+        placed = [self._nodes[x] for x in names if x in self._nodes]
+        ends = info.start_time + timedelta(seconds=job.duration)
+        if job.spec.time_limit_minutes is not None:
+            ends = min(ends, info.start_time + timedelta(minutes=job.spec.time_limit_minutes))
+        alive = all(n.state != "down" and not n.flags & {"NOT_RESPONDING", "REBOOT_ISSUED"} for n in placed)
+        if (
+            len(placed) == len(names)
+            and alive
+            and all(self._fits(n, job.spec) for n in placed)
+            and ends > self._now
+        ):
+            job.state = "RUNNING"
+            self._allocate(job, placed)
+            return "resumed"
+        end = min(max(last_seen, info.start_time), ends, self._now)
+        job.output.append(
+            f"slurmstepd: error: *** JOB {job.job_id} ON {names[0]} CANCELLED AT {end:%Y-%m-%dT%H:%M:%S} "
+            f"({reason}) ***"
+        )
+        job.state, job.end_time, job.exit_code, job.reason = "CANCELLED", end, 128 + 15, reason
+        return "ended"
+
+    def _remembered_job(self, info: JobInfo, script: str) -> _Job:
+        count = max(1, info.node_count or 1)
+        partition = info.partition if info.partition in self._partitions else None
+        partition = partition or next((p.name for p in self._partitions.values() if p.is_default), "")
+        spec = JobSpec(
+            name=info.name, script=script or "#!/bin/bash\n", tag=info.tag or f"restored-{info.job_id}",
+            partition=partition, account=info.account, nodes=count, gpus=info.gpus, gpu_type=info.gpu_type,
+            cpus_per_task=max(1, (info.cpus or count) // count), time_limit_minutes=info.time_limit_minutes,
+            work_dir=info.work_dir, output=info.stdout_path,
+        )  # fmt: skip
+        plan = script_plan(spec.script, random.Random(info.job_id))
+        submitted = info.submit_time or self._now
+        return self._new_job(
+            info.job_id, spec, info.user or "", plan, partition=partition, submit_time=submitted
+        )
+
+    def _file_text(self, content: str | tuple[JobInfo, str]) -> str:
+        """A stored output file's text; a restored finished job's is written as its run printed it."""
+        if isinstance(content, str):
+            return content
+        info, script = content
+        job = self._remembered_job(info, script)
+        job.start_time, job.nodes = info.start_time, [x for x in info.nodes.split(",") if x]
+        return "".join(x + "\n" for x in [*self._start_lines(job), *self._end_lines(job, info)])
+
+    @staticmethod
+    def _end_lines(job: _Job, info: JobInfo) -> list[str]:
+        """The last line a finished job's output file has, from how it ended."""
+        end = info.end_time or job.start_time
+        assert end is not None
+        head = job.nodes[0]
+        if info.state == "NODE_FAIL":
+            return [f"slurmstepd: error: *** JOB {job.job_id} ON {head} CANCELLED AT {end:%Y-%m-%dT%H:%M:%S} "
+                    "DUE TO NODE FAILURE ***"]  # fmt: skip
+        if info.state == "TIMEOUT":
+            return [f"slurmstepd: error: *** JOB {job.job_id} ON {head} CANCELLED AT {end:%Y-%m-%dT%H:%M:%S} "
+                    "DUE TO TIME LIMIT ***"]  # fmt: skip
+        if info.state == "CANCELLED":
+            why = f" ({info.state_reason})" if info.state_reason else ""
+            return [
+                f"slurmstepd: error: *** JOB {job.job_id} ON {head} CANCELLED AT {end:%Y-%m-%dT%H:%M:%S}{why} ***"
+            ]
+        return [f"[{end:%Y-%m-%d %H:%M:%S}] done, exit {info.exit_code if info.exit_code is not None else 0}"]
 
     # ------------------------------------------------------------------ protocol
     def list_nodes(self) -> list[NodeInfo]:
@@ -601,17 +757,9 @@ class SimulatedCluster:
             ):
                 msg = "Requested node configuration is not available"
                 raise TerminalError(f"sbatch: {msg}", slurm_message=msg)
-            duration, exit_code, echoes = _script_plan(spec.script, self._rng)
-            job = _Job(
-                job_id=self._next_id,
-                spec=spec,
-                user=as_user,
-                state="PENDING",
-                submit_time=self._now,
-                duration=duration,
-                planned_exit=exit_code,
-                echo_lines=echoes,
-                partition=partition,
+            plan = script_plan(spec.script, self._rng)
+            job = self._new_job(
+                self._next_id, spec, as_user, plan, partition=partition, submit_time=self._now
             )
             self._next_id += 1
             self._jobs[job.job_id] = job
@@ -715,17 +863,18 @@ class SimulatedCluster:
         def read() -> str:
             j = self._jobs.get(job_id)
             if j is None:
-                raise TerminalError(f"no such job: {job_id}")
-            if j.user != as_user:
-                raise TerminalError(
-                    f"tail: cannot open '{self._job_info(j).stdout_path}' for reading: Permission denied"
-                )
-            if j.state == "PENDING":
-                raise TerminalError(
-                    f"tail: cannot open '{self._job_info(j).stdout_path}' for reading: "
-                    "No such file or directory"
-                )
-            text = "".join(line + "\n" for line in j.output)
+                if job_id not in self._files:
+                    raise TerminalError(f"no such job: {job_id}")
+                owner, path, content = self._files[job_id]
+                text = self._file_text(content)
+                self._files[job_id] = (owner, path, text)
+            else:
+                owner, path = j.user, self._job_info(j).stdout_path or ""
+                text = "".join(line + "\n" for line in j.output)
+            if owner != as_user:
+                raise TerminalError(f"tail: cannot open '{path}' for reading: Permission denied")
+            if j is not None and j.state == "PENDING":
+                raise TerminalError(f"tail: cannot open '{path}' for reading: No such file or directory")
             data = text.encode()
             return data[-max_bytes:].decode("utf-8", "replace") if len(data) > max_bytes else text
 

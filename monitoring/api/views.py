@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -30,6 +29,7 @@ from monitoring.parsers import FORMATS
 from portal.api.authentication import TokenAuthentication
 from portal.api.permissions import HasPerm
 from portal.api.viewsets import PortalModelViewSet
+from portal.jsonsafe import json_loads
 from portal.models import APIToken
 
 
@@ -96,8 +96,8 @@ class IngestView(APIView):
                 )
             else:
                 try:
-                    body = json.loads(raw)
-                except (ValueError, UnicodeDecodeError) as exc:
+                    body = json_loads(raw)
+                except (ValueError, UnicodeDecodeError) as exc:  # TooDeep is a ValueError
                     return _bad([_("Malformed JSON: %(e)s") % {"e": exc}])
                 if isinstance(body, dict) and isinstance(body.get("samples"), list):
                     body = body["samples"]

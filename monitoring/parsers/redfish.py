@@ -288,9 +288,14 @@ def parse_redfish(
             loaded = json.loads(doc)
         except json.JSONDecodeError as exc:
             raise ParseError(f"invalid JSON: {exc.msg}", exc.lineno)
+        except RecursionError:
+            raise ParseError("invalid JSON: nested too deeply", 1) from None
         if not isinstance(loaded, dict):
             raise ParseError("Redfish document is not a JSON object", 1)
         doc = loaded
     ctx = _Ctx(node, ensure_utc(ts))
-    _walk(ctx, doc)
+    try:
+        _walk(ctx, doc)
+    except RecursionError:
+        raise ParseError("Redfish document nested too deeply", 1) from None
     return ctx.result

@@ -160,14 +160,19 @@ def job_energy_compute(job: Any, *, now: dt.datetime | None = None) -> JobEnergy
     return energy
 
 
-def job_energy_compute_pending(*, limit: int = 500) -> int:
-    """JobEnergy for finished jobs that have none yet (the periodic task)."""
+def job_energy_compute_pending(*, limit: int = 500, now: dt.datetime | None = None) -> int:
+    """JobEnergy for finished jobs that have none yet (the periodic task), once their end is
+    ``PORTAL_ENERGY_SETTLE_S`` old: the power samples that close their last interval are in by then
+    (computed earlier, a job would miss the time since the last sample before its end, for good)."""
     from jobs.models import Job
 
+    settled = (now or timezone.now()) - dt.timedelta(
+        seconds=float(getattr(settings, "PORTAL_ENERGY_SETTLE_S", 60))
+    )
     done = 0
-    for job in Job.objects.filter(start_time__isnull=False, end_time__isnull=False, energy__isnull=True)[
-        :limit
-    ]:
+    for job in Job.objects.filter(
+        start_time__isnull=False, end_time__isnull=False, end_time__lte=settled, energy__isnull=True
+    )[:limit]:
         try:
             job_energy_compute(job)
         except ValueError:

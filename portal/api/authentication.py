@@ -3,14 +3,28 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils.translation import gettext as _
-from rest_framework import authentication, exceptions
+from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
+from portal.models import APIToken
 from portal.services import api_token_authenticate
 
 
+def token_scope_check(request: Request, token: APIToken) -> None:
+    """A read-only token never writes: every unsafe method is refused (403) whatever the view's
+    permission classes say, so a view that replaces the default permissions cannot forget it."""
+    if not token.write_enabled and request.method not in permissions.SAFE_METHODS:
+        raise exceptions.PermissionDenied(
+            _("This API token is read-only: %(method)s is refused. Create a token that allows writes.")
+            % {"method": request.method}
+        )
+
+
 class TokenAuthentication(authentication.BaseAuthentication):
-    """`Authorization: Token <key>`; keys are stored hashed (portal.models.APIToken)."""
+    """`Authorization: Token <key>`; keys are stored hashed (portal.models.APIToken).
+
+    The token's scope is enforced here, where every API view authenticates it (token_scope_check).
+    """
 
     keyword = "Token"
 
@@ -27,6 +41,7 @@ class TokenAuthentication(authentication.BaseAuthentication):
         token = api_token_authenticate(key)
         if token is None:
             raise exceptions.AuthenticationFailed(_("Invalid, expired or revoked token."))
+        token_scope_check(request, token)
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:

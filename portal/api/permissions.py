@@ -11,7 +11,9 @@ from portal.models import APIToken
 class ModelPermissions(permissions.DjangoModelPermissions):
     """Django model permissions, reads included: a user needs `view_<model>` to list or retrieve.
 
-    A read-only API token refuses every write whatever its user may do.
+    A read-only API token refuses every write whatever its user may do (checked where the token is
+    authenticated, portal.api.authentication.token_scope_check, and again here and in HasPerm so
+    that a permission class used with another authentication keeps the rule).
     """
 
     perms_map = {
@@ -44,5 +46,11 @@ class HasPerm(permissions.BasePermission):
         return type(f"HasPerm_{perm.replace('.', '_')}", (cls,), {"perm": perm})
 
     def has_permission(self, request: Request, view: Any) -> bool:
+        if (
+            isinstance(request.auth, APIToken)
+            and not request.auth.write_enabled
+            and request.method not in permissions.SAFE_METHODS
+        ):
+            return False
         user = request.user
         return bool(user and user.is_authenticated and user.has_perm(self.perm))

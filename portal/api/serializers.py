@@ -9,6 +9,8 @@ from django.db import models
 from django.urls import NoReverseMatch, reverse
 from rest_framework import serializers
 
+from portal.roles import INFRASTRUCTURE_PERM
+
 SENTINEL_PK = 987654321
 
 
@@ -63,9 +65,30 @@ class BriefRelatedField(serializers.PrimaryKeyRelatedField):
     def to_representation(self, value: Any) -> Any:
         return brief(value, self.context.get("request"))
 
+    def get_choices(self, cutoff: int | None = None) -> dict[Any, str]:
+        # keyed by id: the representation is a dict, which cannot be a key (a TypeError in any
+        # HTML form of the field, e.g. DRF's browsable API)
+        queryset = self.get_queryset()
+        if queryset is None:
+            return {}
+        if cutoff is not None:
+            queryset = queryset[:cutoff]
+        return {item.pk: self.display_value(item) for item in queryset}
+
+
+def may_see_infrastructure(request: Any) -> bool:
+    user = getattr(request, "user", None)
+    return bool(user is not None and user.is_authenticated and user.has_perm(INFRASTRUCTURE_PERM))
+
 
 class PortalModelSerializer(serializers.ModelSerializer):
-    """Adds `url` and `display`; honours `?fields=a,b` to return only some fields."""
+    """Adds `url` and `display`; honours `?fields=a,b` to return only some fields.
+
+    `Meta.infrastructure_fields` names the fields that say how the portal reaches the hardware
+    (SSH host, account, keys, BMC): they are left out, in reads and writes, for a user without
+    `inventory.see_infrastructure` (researchers), and are optional in the schema
+    (portal.api.schema.infrastructure_fields_optional).
+    """
 
     serializer_related_field = BriefRelatedField
     url = serializers.SerializerMethodField()
@@ -84,6 +107,10 @@ class PortalModelSerializer(serializers.ModelSerializer):
             for name in list(self.fields):
                 if name not in keep:
                     self.fields.pop(name)
+        hidden = getattr(getattr(self, "Meta", None), "infrastructure_fields", ())
+        if hidden and not may_see_infrastructure(request):
+            for name in hidden:
+                self.fields.pop(name, None)
 
     def get_url(self, obj: models.Model) -> str | None:
         return object_url(obj, self.context.get("request"))

@@ -2,13 +2,19 @@
 
 Every tick it
 * runs the beat schedule's periodic tasks (cluster sync through the real jobs sync path, telemetry
-  rollup, energy) - in the demo Celery is eager, so they run here, in this process;
+  rollup, energy - more often than in production, so a finished job's energy shows within seconds)
+  - in the demo Celery is eager, so they run here, in this process;
 * moves each card's physical model (load from the synced Slurm node state), renders it as the real
   tool prints it (nvidia-smi CSV for the pod and the GB10 boxes, tt-smi JSON for the rig's p150a cards,
   dcgm-exporter text for one pod node) and feeds that through monitoring's parsers and ingest service;
 * submits a few jobs as the demo researchers (jobs.services.job_submit -> action -> simulator);
 * injects faults in turn: a card overheating on rig01, a QSFP link flapping while a job fails with an
   NCCL timeout, a pod node going down (and coming back).
+
+On start (:meth:`DemoSimulation.setup`) the simulated clusters continue what the database remembers
+(``PORTAL_SIMULATOR_CONTINUE``, see jobs.backends): a second ``scripts/demo`` goes on with the first
+run's jobs and node states; nodes its own faults had left down come back as the fault would have
+brought them back.
 
 The same code runs against PostgreSQL in tests; only the settings differ.
 """
@@ -30,7 +36,7 @@ from django.utils import timezone
 
 from inventory.models import Cluster
 from jobs import services as job_services
-from jobs.backends import simulator_get
+from jobs.backends import simulator_get, simulator_restored, uses_simulator
 from jobs.cluster import ClusterError
 from jobs.models import ClusterAccount, Job
 from monitoring.services import IngestError, telemetry_ingest_text
@@ -41,6 +47,7 @@ logger = logging.getLogger(__name__)
 #: beat entries the simulation stands in for (it *is* the pull collector of the demo)
 BEAT_SKIP = frozenset({"telemetry-pull"})
 FAULTS = ("overheat", "link_flap", "node_down")
+NODE_DOWN_REASON = "Not responding"  # what Slurm (and the simulator) says of a node that stopped answering
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,10 @@ class DemoSimulation:
     max_active_jobs: int = 5
     telemetry_every: float = 5.0
     sync_every: float = 5.0
+    energy_every: float = 10.0
+    job_time_scale: float = 1.0  # the jobs' run times (JOB_MIX) times this
+    #: the simulated clusters' clock (None: jobs.backends' choice, the wall clock in the demo)
+    cluster_clock: Callable[[], datetime] | None = None
     clock: Callable[[], datetime] = timezone.now
     nodes: list[NodeSim] = field(default_factory=list)
     elapsed: float = 0.0
@@ -94,20 +105,40 @@ class DemoSimulation:
 
     # ------------------------------------------------------------------ setup
     def setup(self) -> None:
-        """Build one card model per inventory card of every compute node."""
+        """Build one card model per inventory card of every compute node; start each simulated
+        cluster from what the database remembers of it."""
         self.nodes = node_sims(seed=self.seed)
+        for cluster in Cluster.objects.order_by("name"):
+            if uses_simulator(cluster):
+                self._guard(f"continue {cluster.name}", partial(self._continue, cluster))
+
+    def _continue(self, cluster: Cluster) -> None:
+        sim = simulator_get(cluster, clock=self.cluster_clock)
+        restored = simulator_restored(cluster)
+        if restored:
+            counts = {k: sum(1 for v in restored.values() if v == k) for k in ("resumed", "queued", "ended")}
+            self._note(
+                f"{cluster.name} continues from the database: {counts['resumed']} job(s) running, "
+                f"{counts['queued']} queued, {counts['ended']} ended (demo restarted); next job id "
+                f"{max(restored) + 1}"
+            )
+        for node in sim.list_nodes():
+            if node.state == "down" and node.reason == NODE_DOWN_REASON:  # the node_down fault's
+                self._later(30.0, partial(sim.resume_node, node.name), f"{cluster.name}/{node.name}: back up")
 
     # ------------------------------------------------------------------ the tick
     def tick(self, dt: float) -> None:
         self.elapsed += max(0.0, dt)
         self._guard("undo", self._run_undo)
         self._guard("faults", self._maybe_fault)
-        self._guard("beat", self._run_beat)
-        self._guard("submit", self._maybe_submit)
+        # the collectors first: the cards have reported by the time a job starts on them, so the
+        # power series brackets the job's whole run (its energy coverage)
         self._guard("physics", lambda: self._physics(dt))
         if self._is_due("telemetry", self.telemetry_every):
             for node in self.nodes:
                 self._guard(f"telemetry {node.hostname}", partial(self._ingest, node))
+        self._guard("beat", self._run_beat)
+        self._guard("submit", self._maybe_submit)
 
     def _guard(self, what: str, fn: Callable[[], object]) -> None:
         try:
@@ -136,7 +167,9 @@ class DemoSimulation:
         for name, entry in settings.CELERY_BEAT_SCHEDULE.items():
             if name in BEAT_SKIP:
                 continue
-            every = self.sync_every if name == "jobs-cluster-sync" else float(str(entry["schedule"]))
+            every = {"jobs-cluster-sync": self.sync_every, "telemetry-energy": self.energy_every}.get(
+                name, float(str(entry["schedule"]))
+            )
             if self._is_due(f"beat:{name}", every):
                 task_name = str(entry["task"])
                 import_module(task_name.rpartition(".")[0])  # registers the app's tasks
@@ -181,7 +214,8 @@ class DemoSimulation:
             return
         echo = "\n".join(f"echo '{line}'" for line in job.lines)
         script = (
-            f"#!/bin/bash\n#SBATCH --job-name={job.name}\n# sim: duration={job.seconds}\n"
+            f"#!/bin/bash\n#SBATCH --job-name={job.name}\n"
+            f"# sim: duration={max(1, round(job.seconds * self.job_time_scale))}\n"
             f"srun python train.py --config configs/{job.name}.yaml\n{echo}\n"
         )
         job_services.job_submit(

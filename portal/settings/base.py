@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 
 import dj_database_url
 import django_stubs_ext
+from django.core.exceptions import ImproperlyConfigured
 from django.utils.translation import gettext_lazy as _
 
 django_stubs_ext.monkeypatch()  # generic ModelForm[...] etc. at run time
@@ -59,6 +61,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "portal.security.SecurityHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -139,6 +142,36 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
 X_FRAME_OPTIONS = "DENY"
 
+# Production behind https (README, "Configuration"): all off by default so that the demo and a plain
+# http://127.0.0.1 deployment work; the compose .env.example turns them on.
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]  # container health checks speak plain http
+# "HTTP_X_FORWARDED_PROTO,https": the TLS-terminating proxy's header that marks a request as https.
+# Set it only behind a proxy that always sets (or strips) that header.
+_ssl_header = [p.strip() for p in env("SECURE_PROXY_SSL_HEADER", "").split(",") if p.strip()]
+SECURE_PROXY_SSL_HEADER = (_ssl_header[0], _ssl_header[1]) if len(_ssl_header) == 2 else None
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+# Content-Security-Policy and Permissions-Policy of every response (portal.security).
+PORTAL_CSP = env(
+    "PORTAL_CSP",
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
+    "connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'",
+)
+PORTAL_PERMISSIONS_POLICY = env(
+    "PORTAL_PERMISSIONS_POLICY",
+    "accelerometer=(), autoplay=(), camera=(), clipboard-read=(), display-capture=(), "
+    "encrypted-media=(), fullscreen=(self), geolocation=(), gyroscope=(), hid=(), magnetometer=(), "
+    "microphone=(), midi=(), payment=(), publickey-credentials-get=(), screen-wake-lock=(), serial=(), "
+    "usb=(), xr-spatial-tracking=()",
+)
+
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
@@ -152,6 +185,15 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["portal.api.permissions.ModelPermissions"],
+    # JSON only: the API's HTML face is Swagger UI (/api/docs/), which runs under the CSP. DRF's
+    # browsable renderer is off deliberately: its forms list every related row (thousands of nodes,
+    # cards, ports) and its templates carry inline styles the CSP refuses.
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": [
+        "portal.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
@@ -172,6 +214,10 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",  # vendored by drf-spectacular-sidecar: no CDN
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "portal.api.schema.infrastructure_fields_optional",
+    ],
 }
 
 CHANNEL_LAYERS = {
@@ -231,6 +277,16 @@ PORTAL_POWER_HEADROOM_PCT = env_int("PORTAL_POWER_HEADROOM_PCT", 20)
 # login rate limit: failed logins per IP and per username within the window
 PORTAL_LOGIN_ATTEMPTS = env_int("PORTAL_LOGIN_ATTEMPTS", 5)
 PORTAL_LOGIN_WINDOW_S = env_int("PORTAL_LOGIN_WINDOW_S", 300)
+# proxies (addresses or CIDR blocks) whose X-Forwarded-For is believed for the per-IP login limit;
+# none by default: the peer address counts
+PORTAL_TRUSTED_PROXIES = [p.strip() for p in env("PORTAL_TRUSTED_PROXIES", "").split(",") if p.strip()]
+for _proxy in PORTAL_TRUSTED_PROXIES:
+    try:
+        ipaddress.ip_network(_proxy, strict=False)
+    except ValueError as _exc:
+        raise ImproperlyConfigured(
+            f"PORTAL_TRUSTED_PROXIES: {_proxy!r} is not an address or CIDR block"
+        ) from _exc
 # where power budgets read measured draw (fresh telemetry) to show beside the nameplate budget
 PORTAL_MEASURED_POWER = "monitoring.overview.measured_power"
 PORTAL_RESEARCHERS_SEE_ALL_JOBS = env_bool("PORTAL_RESEARCHERS_SEE_ALL_JOBS", False)
@@ -254,6 +310,8 @@ PORTAL_SLURM_COMMAND_TIMEOUT = env_int("PORTAL_SLURM_COMMAND_TIMEOUT", 60)
 PORTAL_SIMULATOR_REALTIME = env_bool(
     "PORTAL_SIMULATOR_REALTIME", True
 )  # demo simulator follows the wall clock
+# a new simulator continues what the database holds for its cluster (jobs.backends; on in the demo)
+PORTAL_SIMULATOR_CONTINUE = env_bool("PORTAL_SIMULATOR_CONTINUE", False)
 
 # Telemetry (monitoring app): retention per resolution, partitions, collection, energy and cost.
 PORTAL_TELEMETRY_RAW_RETENTION_DAYS = env_int("PORTAL_TELEMETRY_RAW_RETENTION_DAYS", 7)

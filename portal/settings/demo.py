@@ -33,3 +33,11 @@ STATIC_ROOT = DEMO_DIR / "static"
 PORTAL_SYNC_INTERVAL = 5
 # The console shows the demo's own story, not a line per eager task.
 LOGGING = {**LOGGING, "loggers": {**LOGGING["loggers"], "celery.app.trace": {"level": "WARNING"}}}  # type: ignore[dict-item]  # noqa: F405
+
+# A restarted demo continues the world its database remembers (jobs.backends.simulator_get).
+PORTAL_SIMULATOR_CONTINUE = True
+# A finished job's energy within seconds: computed every 10 s (portal/demo/simulation.py), once the
+# telemetry after its end (every 5 s here) is in.
+PORTAL_ENERGY_SETTLE_S = 10
+# DEMO_JOB_TIME_SCALE=0.1 runs the demo's jobs ten times faster (tests).
+PORTAL_DEMO_SIMULATION = {"job_time_scale": float(env("DEMO_JOB_TIME_SCALE", "1"))}

@@ -58,6 +58,10 @@ class Column:
     order_by: str = ""
     # a value filter of portal_format (watts, money, ...) applied to a present value
     fmt: Callable[[Any], Any] | None = None
+    perm: str = ""  # shown only to users with this permission (e.g. infrastructure details)
+
+    def visible_to(self, user: Any) -> bool:
+        return not self.perm or bool(user.has_perm(self.perm))
 
     def cell(self, obj: Any) -> SafeString | str:
         value = self.render(obj) if self.render else _resolve(obj, self.accessor)
@@ -123,11 +127,12 @@ class ObjectListView(PortalPermissionMixin, View):
         except ValueError:
             per_page = self.per_page
         page = Paginator(qs, per_page).get_page(request.GET.get("page"))
-        rows = [(obj, [c.cell(obj) for c in self.columns]) for obj in page.object_list]
+        columns = [c for c in self.columns if c.visible_to(request.user)]
+        rows = [(obj, [c.cell(obj) for c in columns]) for obj in page.object_list]
         meta = self.model._meta
         context = {
             "title": self.title or capfirst(str(meta.verbose_name_plural)),
-            "columns": self.columns,
+            "columns": columns,
             "rows": rows,
             "page": page,
             "filter_form": filterset.form if filterset is not None else None,
@@ -171,7 +176,7 @@ class ObjectDetailView(PortalPermissionMixin, View):
             "object": obj,
             "title": str(obj),
             "verbose_name": meta.verbose_name,
-            "properties": [(c.header, c.cell(obj)) for c in self.fields],
+            "properties": [(c.header, c.cell(obj)) for c in self.fields if c.visible_to(user)],
             "edit_url": self._url("edit", obj)
             if user.has_perm(f"{meta.app_label}.change_{meta.model_name}")
             else None,

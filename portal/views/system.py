@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import redis
@@ -10,6 +11,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import UsernameField
 from django.core.cache import cache
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -18,6 +20,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
+from portal.clientip import client_ip
 from portal.models import APIToken
 from portal.services import api_token_create, api_token_revoke
 
@@ -49,19 +52,28 @@ def readyz(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _client_ip(request: HttpRequest) -> str:
-    return request.META.get("REMOTE_ADDR", "unknown")
+def login_username_key(raw: str) -> str:
+    """The login name as AuthenticationForm cleans it before authenticating (UsernameField: strip,
+    then NFKC), case-folded (backends such as LDAP match names case-insensitively), hashed to keep
+    the cache key short and printable whatever was posted."""
+    name = str(UsernameField().to_python(raw)).casefold()
+    return hashlib.sha256(name.encode()).hexdigest()
 
 
 class RateLimitedLoginView(auth_views.LoginView):
-    """Django's login, refusing more than PORTAL_LOGIN_ATTEMPTS failures per IP and user per window."""
+    """Django's login, refusing more than PORTAL_LOGIN_ATTEMPTS failures per IP and user per window.
+
+    The user key is the name as Django's login form normalises it (whitespace stripped, NFKC), so
+    " bob", "bob\t" and full-width "ｂｏｂ" count against the one account they would log into; the IP
+    is the peer's, or X-Forwarded-For's only behind PORTAL_TRUSTED_PROXIES (portal.clientip).
+    """
 
     template_name = "registration/login.html"
     redirect_authenticated_user = True
 
     def _keys(self) -> list[str]:
-        user = (self.request.POST.get("username") or "").lower()[:150]
-        return [f"login-fail:ip:{_client_ip(self.request)}", f"login-fail:user:{user}"]
+        user = login_username_key(self.request.POST.get("username") or "")
+        return [f"login-fail:ip:{client_ip(self.request)}", f"login-fail:user:{user}"]
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         limit = settings.PORTAL_LOGIN_ATTEMPTS

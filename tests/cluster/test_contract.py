@@ -85,6 +85,34 @@ def test_submit_runs_finishes_with_exit_code_and_output(
     assert len(tail.encode()) <= 5
 
 
+def test_output_expands_the_variables_slurm_sets(backend: ClusterBackend, cluster_env: ContractEnv) -> None:
+    from jobs.cluster.simscript import hostlist_compress, hostlist_expand
+
+    alice = cluster_env.users[0]
+    # the torchrun template's lines: the node list, its first host, and quoting as bash reads it
+    script = (
+        "#!/bin/bash\n"
+        'export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)\n'
+        'echo "nodes: $SLURM_JOB_NODELIST  count: $SLURM_JOB_NUM_NODES  master: $MASTER_ADDR:29500"\n'
+        "echo id=$SLURM_JOB_ID name=${SLURM_JOB_NAME} 'literal $SLURM_JOB_ID' ${UNSET_VAR:-fallback}\n"
+        "sleep 1\n"
+    )
+    job_id = backend.submit_job(_spec(script, name="vars", nodes=2), as_user=alice)
+    cluster_env.wait_until(lambda: (j := _job(backend, job_id)) is not None and j.finished, "job to finish")
+    info = _job(backend, job_id)
+    assert info is not None and info.state == "COMPLETED"
+    hosts = hostlist_expand(info.nodes)
+    assert len(hosts) == 2
+    out = cluster_env.wait_until(
+        lambda: "master:" in (text := backend.read_job_output(info, as_user=alice)) and text, "output file"
+    )
+    lines = [line for line in out.splitlines() if line.startswith(("nodes:", "id="))]
+    assert lines == [
+        f"nodes: {hostlist_compress(hosts)}  count: 2  master: {hosts[0]}:29500",
+        f"id={job_id} name=vars literal $SLURM_JOB_ID fallback",
+    ]
+
+
 def test_submit_bad_partition_is_terminal(backend: ClusterBackend, cluster_env: ContractEnv) -> None:
     with pytest.raises(TerminalError) as exc:
         backend.submit_job(_spec("#!/bin/bash\ntrue\n", partition="nosuchpart"), as_user=cluster_env.users[0])

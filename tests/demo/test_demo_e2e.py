@@ -8,11 +8,13 @@ update arrive without a reload, and Ctrl-C stops the demo cleanly.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -73,27 +75,45 @@ def _wait_healthy(base: str, proc: subprocess.Popen, log: Path, timeout: float =
     pytest.fail(f"no /healthz after {timeout:.0f} s:\n{log.read_text()[-4000:]}")
 
 
+def _start_demo(copy: Path, log: Path, port: int, **extra: str) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "TEST_DATABASE"))}
+    env.update(DEMO_PYTHON=sys.executable, DEMO_PORT=str(port), DEMO_TICK="1", **extra)
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [str(copy / "scripts" / "demo")], cwd=copy, env=env, stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _stop(proc: subprocess.Popen, log: Path) -> str:
+    """Ctrl-C, as a person stops it; returns the console output, checked for a clean stop."""
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=60) == 0
+    out = log.read_text()
+    assert out.rstrip().endswith("Rackpilot demo stopped.")
+    assert "Traceback" not in out
+    return out
+
+
 @pytest.fixture
 def demo(tmp_path):
     _need_chromium()
     copy = _checkout_copy(tmp_path / "rackpilot")
     port = _free_port()
     log = tmp_path / "demo.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "DATABASE_", "TEST_DATABASE"))}
-    env.update(DEMO_PYTHON=sys.executable, DEMO_PORT=str(port), DEMO_TICK="1")
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(copy / "scripts" / "demo")], cwd=copy, env=env, stdout=out, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
+    proc = _start_demo(copy, log, port)
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(base, proc, log)
         yield base, proc, log, copy
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        _kill(proc)
 
 
 def _login(page, base: str, username: str, password: str) -> None:
@@ -162,8 +182,100 @@ def test_scripts_demo_serves_the_seeded_clusters_live_and_stops_cleanly(demo):
             browser.close()
 
     # Ctrl-C stops it cleanly
-    os.killpg(proc.pid, signal.SIGINT)
-    assert proc.wait(timeout=60) == 0
-    out = log.read_text()
-    assert out.rstrip().endswith("Rackpilot demo stopped.")
-    assert "Traceback" not in out
+    _stop(proc, log)
+
+
+def _query(db: Path, sql: str, *args: object) -> list[tuple]:
+    """Read the demo's SQLite database as it is now (read-only, beside the running demo)."""
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=20)) as conn:
+        return conn.execute(sql, args).fetchall()
+
+
+def _wait_for(predicate, what: str, proc: subprocess.Popen, log: Path, timeout: float):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"scripts/demo exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
+        value = predicate()
+        if value:
+            return value
+        time.sleep(1)
+    pytest.fail(f"no {what} after {timeout:.0f} s:\n{log.read_text()[-4000:]}")
+
+
+JOBS = (
+    "SELECT c.name, j.job_id, j.id, j.name, j.state FROM jobs_job j "
+    "JOIN inventory_cluster c ON c.id = j.cluster_id"
+)
+
+
+def test_a_second_run_continues_the_world_of_the_first(tmp_path):
+    """README: a second ./scripts/demo reuses the database - and the simulation goes on with it."""
+    from playwright.sync_api import sync_playwright
+
+    _need_chromium()
+    copy = _checkout_copy(tmp_path / "rackpilot")
+    db = copy / ".demo" / "rackpilot.sqlite3"
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    fast = {"DEMO_JOB_TIME_SCALE": "0.1"}  # the demo's jobs run for 12-42 s instead of 2-7 minutes
+    # given a first run that stops (Ctrl-C) while its jobs run
+    first_log = tmp_path / "first.log"
+    proc = _start_demo(copy, first_log, port, **fast)
+    try:
+        _wait_healthy(base, proc, first_log)
+        _wait_for(lambda: len(_query(db, JOBS + " WHERE j.state = 'RUNNING'")) >= 3, "running jobs", proc,
+                  first_log, 90)  # fmt: skip
+        _stop(proc, first_log)
+    finally:
+        _kill(proc)
+    first = {(c, jid): state for c, jid, _pk, _name, state in _query(db, JOBS)}
+    # when it is started again on the same .demo/
+    log = tmp_path / "second.log"
+    proc = _start_demo(copy, log, port, **fast)
+    try:
+        _wait_healthy(base, proc, log)
+        # then a completed rig job's energy comes from its four p150a cards' power, fully measured
+        energy = _wait_for(
+            lambda: _query(
+                db,
+                "SELECT j.job_id, e.coverage_pct, e.card_kwh FROM monitoring_jobenergy e "
+                "JOIN jobs_job j ON j.id = e.job_id JOIN inventory_cluster c ON c.id = j.cluster_id "
+                "WHERE c.name = 'rig-01' AND j.state = 'COMPLETED'",
+            ),
+            "energy of a completed rig job", proc, log, 150,
+        )  # fmt: skip
+        job_id, coverage, card_kwh = energy[0]
+        assert coverage > 90, energy
+        assert card_kwh > 0
+        # and no (cluster, job id) was given out twice; the first run's jobs are all still there
+        rows = _query(db, JOBS)
+        pairs = [(c, jid) for c, jid, *_rest in rows]
+        assert len(pairs) == len(set(pairs))
+        assert set(first) <= set(pairs)
+        assert len(pairs) > len(first)
+        text = log.read_text()
+        assert re.search(r"rig-01 continues from the database: \d+ job\(s\) running", text), text[-3000:]
+        # and the newest job that has started shows its own output on its page
+        newest = _query(
+            db, JOBS + " WHERE j.start_time IS NOT NULL ORDER BY j.submit_time DESC, j.id DESC LIMIT 1"
+        )[0]
+        cluster, job_id, pk, name, _state = newest
+        assert (cluster, job_id) not in first
+        passwords = dict(re.findall(r"(admin|researcher)\s+login: \S+\s+password: (\S+)", text))
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            try:
+                page = browser.new_page()
+                _login(page, base, "admin", passwords["admin"])
+                page.goto(f"{base}/jobs/{pk}/")
+                assert page.locator("h1").inner_text() == f"Job {job_id} · {name}"
+                output = page.locator(f"#job-{pk}-output pre.output")
+                output.wait_for(timeout=30_000)
+                assert f"job {job_id} ({name}) started on" in output.inner_text()
+                assert "no such job" not in page.content()
+            finally:
+                browser.close()
+        _stop(proc, log)
+    finally:
+        _kill(proc)

@@ -60,7 +60,9 @@ class Command(BaseCommand):
 
         app = SimulationLifespan(application, interval=opts["tick"])
         config = uvicorn.Config(app, host=opts["host"], port=opts["port"], lifespan="on", log_level="info",
-                                ws_ping_interval=20)  # fmt: skip
+                                ws_ping_interval=20, proxy_headers=False)  # fmt: skip
+        # proxy_headers off: uvicorn would believe X-Forwarded-For from any local peer; the portal
+        # reads it itself, only from PORTAL_TRUSTED_PROXIES (portal.clientip)
         server = uvicorn.Server(config)
         # uvicorn re-raises the signal it caught once it has shut down: both end here, cleanly
         signal.signal(signal.SIGTERM, _interrupt)
