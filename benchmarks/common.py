@@ -2,19 +2,43 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def bench_db_name(default: str) -> str:
+    """The benchmark's database: ``TEST_DATABASE_NAME`` when set (so parallel runs and the test
+    suites of one machine do not share one), else ``default``."""
+    return os.environ.get("TEST_DATABASE_NAME") or default
+
+
+def bench_parser(doc: str | None, default_db: str) -> argparse.ArgumentParser:
+    """An argument parser whose ``--help`` prints the benchmark's docstring and the database it
+    would use, and exits before anything is set up."""
+    return argparse.ArgumentParser(
+        description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"database: {bench_db_name(default_db)} (TEST_DATABASE_NAME overrides {default_db}); "
+        "server: BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432)",
+    )
+
+
+def bench_args(doc: str | None, default_db: str, argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse a benchmark's command line that takes no options of its own (``--help`` only)."""
+    return bench_parser(doc, default_db).parse_args(argv)
+
+
 def setup_django(db_name: str) -> None:
-    """Point Django at a benchmark database (created and migrated if missing)."""
+    """Point Django at a benchmark database (created and migrated if missing); callers name it
+    with :func:`bench_db_name`."""
     sys.path.insert(0, str(ROOT))
     base = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432")
     os.environ["DATABASE_URL"] = f"{base.rstrip('/')}/{db_name}"

@@ -2,7 +2,7 @@
 
 Loads 1,000 nodes, 8,000 cards, 32,000 ports and 16,000 cables into the database `rackpilot_bench_inventory`
 (once; reused on later runs), then measures server time in-process (Django test client: everything but the
-network) and the queries each request issues.
+network) and the queries each request issues. TEST_DATABASE_NAME overrides the database name.
 
     .venv/bin/python benchmarks/inventory_api.py            # BENCH_DATABASE_URL=postgres://…@host:port
     .venv/bin/python benchmarks/inventory_api.py --scale 10 # also 10x the inventory, in its own database,
@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import measure, row, setup_django  # noqa: E402
+from benchmarks.common import bench_db_name, bench_parser, measure, row, setup_django  # noqa: E402
 
 NODES, CARDS_PER_NODE, PORTS_PER_CARD = 1000, 8, 4
 
@@ -109,7 +109,7 @@ SCALED = ("GET /api/inventory/nodes/?limit=100", "nodes list page (100 rows)")
 
 
 def run(scale: int, only_scaled: bool) -> dict[str, dict[str, float]]:
-    setup_django("rackpilot_bench_inventory" + (f"_x{scale}" if scale > 1 else ""))
+    setup_django(bench_db_name("rackpilot_bench_inventory") + (f"_x{scale}" if scale > 1 else ""))
     load(scale)
     from django.contrib.auth.models import User
     from django.db import connection
@@ -153,9 +153,7 @@ def run(scale: int, only_scaled: bool) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = bench_parser(__doc__, "rackpilot_bench_inventory")
     parser.add_argument(
         "--scale",
         type=int,

@@ -2,18 +2,17 @@
 
     .venv/bin/python benchmarks/jobs_list.py [--jobs 100000] [--runs 30]
 
-Uses its own database (rackpilot_bench_jobs, created and migrated if missing), fills it once
+Uses its own database (rackpilot_bench_jobs or TEST_DATABASE_NAME, created and migrated if missing), fills it once
 with bulk_create (5,000-row batches; 20 users, 5% of the jobs active), then measures the page
 and the API with the Django test client: median / p95 server time and the query count.
 """
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import random
 
-from common import measure, row, setup_django
+from common import bench_db_name, bench_parser, measure, row, setup_django
 
 
 def fill(n_jobs: int) -> None:
@@ -64,11 +63,11 @@ def fill(n_jobs: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = bench_parser(__doc__, "rackpilot_bench_jobs")
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=30)
     args = parser.parse_args()
-    setup_django("rackpilot_bench_jobs")
+    setup_django(bench_db_name("rackpilot_bench_jobs"))
     from django.contrib.auth.models import User
     from django.db import connection
     from django.test import Client

@@ -33,7 +33,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-DB = "rackpilot_live_bench"
+DB = os.environ.get("TEST_DATABASE_NAME") or "rackpilot_live_bench"
 REDIS = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/7")
 TS = re.compile(r'data-ts="([0-9.]+)"')
 SEQ = re.compile(r'data-seq="([^"]*)"')
@@ -306,7 +306,11 @@ async def _run(args: argparse.Namespace, cookie: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"database: {DB} (TEST_DATABASE_NAME overrides rackpilot_live_bench)",
+    )
     parser.add_argument("--clients", type=int, default=200)
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=4)

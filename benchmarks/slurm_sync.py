@@ -77,7 +77,7 @@ def sinfo_doc(n_nodes: int, changed: set[int] = frozenset()) -> dict[str, Any]: 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--nodes", type=int, default=1_000)
     ap.add_argument("--runs", type=int, default=5)

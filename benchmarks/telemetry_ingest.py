@@ -1,18 +1,26 @@
 """Telemetry ingest and series-query benchmark (prints figures; not a test).
 
-    .venv/bin/python benchmarks/telemetry_ingest.py [--samples 200000] [--query-rows 10000000]
+    TEST_DATABASE_NAME=rp_bench_ingest .venv/bin/python benchmarks/telemetry_ingest.py \
+        [--samples 192000] [--grow-rows 10500000] [--query-rows 10000000] [--profile FILE]
 
-Creates (and drops at the end) the database ``rackpilot_bench`` on the PostgreSQL of
-DATABASE_URL, migrates it, builds an inventory of --nodes nodes x 8 cards and measures, in the
-same run and on the same table:
+Creates (and drops at the end) the database TEST_DATABASE_NAME (default ``rackpilot_bench``) on
+the PostgreSQL of BENCH_DATABASE_URL (or DATABASE_URL), migrates it, builds an inventory of
+--nodes nodes x 8 cards and measures, in the same run and on the same table, with samples of one
+UTC day (yesterday, so that the day's partition can be grown before the clock moves on):
   raw COPY      binary COPY of (ts, series_id, value) rows straight into monitoring_sample, in
                 10,000-row and in --batch-row transactions (the service's batch size)
-  service       telemetry_ingest_samples() with --batch samples per call (validation, series
-                resolution, COPY, latest-value upsert, alert evaluation, events), warm series cache
+  service       telemetry_ingest_samples() with --batch samples per call (validation, bounds,
+                deduplication, series resolution, COPY, latest values, alert evaluation,
+                events), warm series cache
   endpoint      POST /api/monitoring/ingest/ (JSON, 1,000 samples per request) through Django's
                 test client (in-process: no network, no server threads)
+then grows that day's partition past --grow-rows rows (generated in SQL for the same series,
+time-major like real ingest) and measures raw COPY, service and endpoint again;
   series query  /api/monitoring/series/ selector for one card-metric over 24 h at 10 s, with
-                --query-rows raw rows stored (generated in SQL)
+                --query-rows raw rows stored (generated in SQL; 0 skips it)
+The line to read is "vs raw COPY in <batch>-row batches": each path against the raw COPY of the
+same batch size measured minutes before it in the same run. --profile FILE writes a cProfile of
+the service phase (pstats) and prints its top functions.
 """
 
 from __future__ import annotations
@@ -29,31 +37,40 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-BENCH_DB = "rackpilot_bench"
-METRICS = [
-    "temperature_c",
-    "power_w",
-    "utilization_pct",
-    "memory_used_bytes",
-    "sm_clock_mhz",
-    "fan_pct",
-    "memory_utilization_pct",
-    "mem_clock_mhz",
-    "pcie_link_gen",
-    "pcie_link_width",
-    "energy_j",
-    "ecc_corrected_total",
-]
+BENCH_DB = os.environ.get("TEST_DATABASE_NAME") or "rackpilot_bench"
+# metric -> a plausible value (the service refuses implausible ones); i varies it a little
+METRICS: dict[str, float] = {
+    "temperature_c": 40.0,
+    "power_w": 350.0,
+    "utilization_pct": 50.0,
+    "memory_used_bytes": 40e9,
+    "sm_clock_mhz": 1755.0,
+    "fan_pct": 40.0,
+    "memory_utilization_pct": 30.0,
+    "mem_clock_mhz": 2619.0,
+    "pcie_link_gen": 5.0,
+    "pcie_link_width": 16.0,
+    "energy_j": 1e6,
+    "ecc_corrected_total": 0.0,
+}
+VARIES = frozenset({"temperature_c", "power_w", "utilization_pct", "fan_pct", "memory_utilization_pct"})
 
 
-def setup_django(base_url: str) -> None:
+def _server_url() -> str:
+    url = os.environ.get("BENCH_DATABASE_URL") or os.environ.get(
+        "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/rackpilot"
+    )
+    return url.rstrip("/") if os.environ.get("BENCH_DATABASE_URL") else url.rsplit("/", 1)[0]
+
+
+def setup_django() -> None:
     import psycopg
 
-    admin_url = base_url.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB}")
-        conn.execute(f"CREATE DATABASE {BENCH_DB}")
-    os.environ["DATABASE_URL"] = base_url.rsplit("/", 1)[0] + "/" + BENCH_DB
+    server = _server_url()
+    with psycopg.connect(server + "/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}"')
+        conn.execute(f'CREATE DATABASE "{BENCH_DB}"')
+    os.environ["DATABASE_URL"] = f"{server}/{BENCH_DB}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
     import django
 
@@ -66,13 +83,13 @@ def setup_django(base_url: str) -> None:
     call_command("migrate", verbosity=0)
 
 
-def drop_db(base_url: str) -> None:
+def drop_db() -> None:
     import psycopg
     from django.db import connections
 
     connections.close_all()
-    with psycopg.connect(base_url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+    with psycopg.connect(_server_url() + "/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
 
 
 def build_inventory(nodes: int) -> list[tuple[str, str]]:
@@ -94,9 +111,9 @@ def build_inventory(nodes: int) -> list[tuple[str, str]]:
 def samples_for(targets: list[tuple[str, str]], ts: dt.datetime) -> list[dict[str, object]]:
     iso = ts.isoformat()
     return [
-        {"ts": iso, "node": host, "card": uuid, "metric": m, "value": 40.0 + (i % 30)}
+        {"ts": iso, "node": host, "card": uuid, "metric": m, "value": v + (i % 30 if m in VARIES else 0)}
         for i, (host, uuid) in enumerate(targets)
-        for m in METRICS
+        for m, v in METRICS.items()
     ]
 
 
@@ -170,100 +187,166 @@ def bench_service_parallel(
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"database: {BENCH_DB} (TEST_DATABASE_NAME overrides rackpilot_bench; dropped at the end)",
+    )
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--samples", type=int, default=192_000, help="samples per measured path")
     ap.add_argument("--batch", type=int, default=1000, help="samples per service call")
     ap.add_argument("--workers", type=int, default=2, help="processes for the parallel service figure")
-    ap.add_argument("--query-rows", type=int, default=10_000_000)
-    ap.add_argument("--keep", action="store_true", help="keep the rackpilot_bench database")
+    ap.add_argument(
+        "--grow-rows",
+        type=int,
+        default=10_500_000,
+        help="rows in the day's partition for the second round (0: none)",
+    )
+    ap.add_argument(
+        "--query-rows", type=int, default=10_000_000, help="rows for the series query (0: skip it)"
+    )
+    ap.add_argument("--profile", metavar="FILE", help="cProfile the first service round into FILE (pstats)")
+    ap.add_argument("--keep", action="store_true", help="keep the benchmark database")
     args = ap.parse_args()
-    base_url = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/rackpilot")
-    setup_django(base_url)
+    setup_django()
     try:
         run(args)
     finally:
         if not args.keep:
-            drop_db(base_url)
+            drop_db()
 
 
-def run(args: argparse.Namespace) -> None:
-    from django.db import connection
-    from django.test import Client
+class Bench:
+    """The inventory, the series and the paths measured, for one round at a time."""
 
-    from monitoring import selectors, services
-    from monitoring.models import Series
-    from monitoring.services import node_token_create
+    def __init__(self, args: argparse.Namespace) -> None:
+        from django.contrib.auth.models import User
+        from django.test import Client
 
-    print(f"PostgreSQL {connection.cursor().connection.info.server_version}, {os.cpu_count()} CPUs")
-    t = time.perf_counter()
-    targets = build_inventory(args.nodes)
-    print(f"inventory: {args.nodes} nodes x 8 cards in {time.perf_counter() - t:.1f}s")
-    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    per_tick = len(targets) * len(METRICS)
-    ticks = max(1, args.samples // per_tick)
+        from monitoring import services
+        from monitoring.models import Series
 
-    # warm-up: create every series once (the first sight of a card costs a bulk get_or_create)
-    t = time.perf_counter()
-    first = samples_for(targets, now - dt.timedelta(minutes=30))
-    for i in range(0, len(first), 10_000):
-        services.telemetry_ingest_samples(first[i : i + 10_000])
-    print(
-        f"first sight of {Series.objects.count()} series: {len(first) / (time.perf_counter() - t):,.0f} samples/s"
-    )
+        self.args = args
+        t = time.perf_counter()
+        self.targets = build_inventory(args.nodes)
+        print(f"inventory: {args.nodes} nodes x 8 cards in {time.perf_counter() - t:.1f}s")
+        per_tick = len(self.targets) * len(METRICS)
+        self.ticks = max(1, args.samples // per_tick)
+        # every sample of the run falls in one UTC day: yesterday, from 12:00
+        today = dt.datetime.now(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        self.day = today - dt.timedelta(days=1)
+        self.base = self.day + dt.timedelta(hours=12)
+        # warm-up: create every series once (the first sight of a card costs a bulk get_or_create)
+        t = time.perf_counter()
+        first = samples_for(self.targets, self.base - dt.timedelta(hours=1))
+        for i in range(0, len(first), 10_000):
+            services.telemetry_ingest_samples(first[i : i + 10_000])
+        print(
+            f"first sight of {Series.objects.count()} series: "
+            f"{len(first) / (time.perf_counter() - t):,.0f} samples/s"
+        )
+        self.sids = list(Series.objects.order_by("id").values_list("id", flat=True))
+        admin = User.objects.create_superuser("bench", password="x")  # noqa: S106
+        self.client = Client()
+        self.client.force_login(admin)
 
-    # (0) raw COPY of the same shape of rows
-    sids = list(Series.objects.values_list("id", flat=True))
-    rows = [(now - dt.timedelta(minutes=20, seconds=10 * k), sid, 41.0) for k in range(ticks) for sid in sids]
-    raw = bench_raw_copy(rows)
-    rows = [(ts - dt.timedelta(seconds=5), sid, v) for ts, sid, v in rows]
-    raw_small = bench_raw_copy(rows, batch=args.batch)
+    def at(self, minutes: float, k: int) -> dt.datetime:
+        return self.base + dt.timedelta(minutes=minutes, seconds=10 * k)
 
-    # (a) the service, --batch samples per call
-    t = time.perf_counter()
-    n = 0
-    for k in range(ticks):
-        batch = samples_for(targets, now - dt.timedelta(minutes=10, seconds=10 * k))
-        for i in range(0, len(batch), args.batch):
-            n += services.telemetry_ingest_samples(batch[i : i + args.batch]).stored
-    service = n / (time.perf_counter() - t)
+    def raw_copy(self, minutes: float, batch: int) -> float:
+        rows = [(self.at(minutes, k), sid, 41.0) for k in range(self.ticks) for sid in self.sids]
+        return bench_raw_copy(rows, batch=batch)
 
-    # (a2) the same service path in --workers processes at once (how a deployment scales it: the
-    # database works for one worker while another runs Python); each worker its own nodes
-    parallel = bench_service_parallel(targets, now - dt.timedelta(minutes=8), ticks, args)
+    def service(self, minutes: float) -> float:
+        from monitoring import services
 
-    # (b) the HTTP endpoint, 1,000 samples per request (JSON encoding done before timing)
-    from inventory.models import Node
+        batches = []
+        for k in range(self.ticks):
+            tick = samples_for(self.targets, self.at(minutes, k))
+            batches += [tick[i : i + self.args.batch] for i in range(0, len(tick), self.args.batch)]
+        profiler = None
+        if self.args.profile and minutes < 0:
+            import cProfile
 
-    _tok, _key = node_token_create(node=Node.objects.get(hostname=targets[0][0]), user=None)
-    from django.contrib.auth.models import User
+            profiler = cProfile.Profile()
+            profiler.enable()
+        t = time.perf_counter()
+        n = sum(services.telemetry_ingest_samples(b).stored for b in batches)
+        elapsed = time.perf_counter() - t
+        if profiler is not None:
+            import pstats
 
-    admin = User.objects.create_superuser("bench", password="x")  # noqa: S106
-    client = Client()
-    client.force_login(admin)
-    bodies = []
-    for k in range(ticks):
-        batch = samples_for(targets, now - dt.timedelta(minutes=5, seconds=10 * k))
-        bodies += [json.dumps(batch[i : i + 1000]) for i in range(0, len(batch), 1000)]
-    t = time.perf_counter()
-    n = 0
-    for body in bodies:
-        resp = client.post("/api/monitoring/ingest/", data=body, content_type="application/json")
-        assert resp.status_code == 202, resp.content[:300]
-        n += resp.json()["stored"]
-    endpoint = n / (time.perf_counter() - t)
+            profiler.disable()
+            profiler.dump_stats(self.args.profile)
+            pstats.Stats(self.args.profile).sort_stats("cumulative").print_stats(40)
+        return n / elapsed
 
-    print(f"\ningest ({n:,} samples per path, {len(sids):,} series)")
-    print(f"  raw COPY (10k-row batches)        {raw:>12,.0f} samples/s")
+    def endpoint(self, minutes: float) -> float:
+        bodies = []
+        for k in range(self.ticks):
+            tick = samples_for(self.targets, self.at(minutes, k))
+            bodies += [json.dumps(tick[i : i + 1000]) for i in range(0, len(tick), 1000)]
+        t = time.perf_counter()
+        n = 0
+        for body in bodies:
+            resp = self.client.post("/api/monitoring/ingest/", data=body, content_type="application/json")
+            assert resp.status_code == 202, resp.content[:300]
+            n += resp.json()["stored"]
+        return n / (time.perf_counter() - t)
+
+    def partition_rows(self) -> int:
+        from django.db import connection
+
+        from monitoring import storage
+
+        with connection.cursor() as cur:
+            cur.execute(f'SELECT count(*) FROM "{storage.partition_name(self.day.date())}"')
+            return int(cur.fetchone()[0])
+
+    def grow(self, rows: int) -> None:
+        """Fill the day's partition with rows of the measured series before the measured times,
+        tick after tick (all series at one time, then the next), as ingest does."""
+        from django.db import connection
+
+        per_tick = len(self.sids)
+        ticks = -(-rows // per_tick)
+        step = 10 if ticks * 10 < 10 * 3600 else max(1, (10 * 3600) // ticks)
+        t = time.perf_counter()
+        lo, hi = self.sids[0], self.sids[-1]
+        with connection.cursor() as cur:
+            for k0 in range(0, ticks, 20):
+                cur.execute(
+                    "INSERT INTO monitoring_sample (ts, series_id, value) "
+                    "SELECT %s::timestamptz + (k * %s * interval '1 second'), s, 40 + random() * 30 "
+                    "FROM generate_series(%s, %s) k CROSS JOIN generate_series(%s, %s) s ORDER BY k, s",
+                    [self.day, step, k0, min(ticks, k0 + 20) - 1, lo, hi],
+                )
+            cur.execute("ANALYZE monitoring_sample")
+        print(
+            f"\ngrew the day's partition to {self.partition_rows():,} rows "
+            f"({ticks} ticks of {per_tick:,} series) in {time.perf_counter() - t:.0f}s"
+        )
+
+
+def report(label: str, args: argparse.Namespace, figures: dict[str, float], n: int, series: int) -> None:
+    raw, raw_small = figures.get("raw"), figures["raw_small"]
+    service, endpoint = figures["service"], figures["endpoint"]
+    print(f"\ningest, {label} ({n:,} samples per path, {series:,} series)")
+    if raw:
+        print(f"  raw COPY (10k-row batches)        {raw:>12,.0f} samples/s")
     print(f"  raw COPY ({args.batch}-row batches)        {raw_small:>12,.0f} samples/s")
+    big = raw or raw_small
     print(
-        f"  service ({args.batch}-sample batches)     {service:>12,.0f} samples/s  ({service / raw:.0%} of COPY)"
+        f"  service ({args.batch}-sample batches)     {service:>12,.0f} samples/s  ({service / big:.0%} of COPY)"
     )
+    if "parallel" in figures:
+        parallel = figures["parallel"]
+        print(
+            f"  service, {args.workers} worker processes       {parallel:>12,.0f} samples/s  "
+            f"({parallel / big:.0%} of COPY)"
+        )
     print(
-        f"  service, {args.workers} worker processes       {parallel:>12,.0f} samples/s  ({parallel / raw:.0%} of COPY)"
-    )
-    print(
-        f"  HTTP endpoint (1,000 per request)  {endpoint:>12,.0f} samples/s  ({endpoint / raw:.0%} of COPY)"
+        f"  HTTP endpoint (1,000 per request)  {endpoint:>12,.0f} samples/s  ({endpoint / big:.0%} of COPY)"
     )
     print(
         f"  vs raw COPY in {args.batch}-row batches: service {service / raw_small:.0%}, "
@@ -271,27 +354,61 @@ def run(args: argparse.Namespace) -> None:
     )
     print(
         f"  target 1,000 nodes x 8,000 cards @10 s ~ 100,000 samples/s: service {service / 100_000:.2f}x, "
-        f"{args.workers} workers {parallel / 100_000:.2f}x, endpoint {endpoint / 100_000:.2f}x"
+        f"endpoint {endpoint / 100_000:.2f}x"
     )
 
-    # series query with many rows stored: generated in SQL, 10 s apart, one day
-    rows_wanted = args.query_rows
+
+def run(args: argparse.Namespace) -> None:
+    from django.db import connection
+
+    print(f"PostgreSQL {connection.cursor().connection.info.server_version}, {os.cpu_count()} CPUs")
+    bench = Bench(args)
+    n = bench.ticks * len(bench.sids)
+    # round 1: the day's partition holds the warm-up tick only
+    figures = {
+        "raw": bench.raw_copy(-50, 10_000),
+        "raw_small": bench.raw_copy(-40, args.batch),
+        "service": bench.service(-30),
+    }
+    # the same service path in --workers processes at once (how a deployment scales it: the
+    # database works for one worker while another runs Python); each worker its own nodes
+    figures["parallel"] = bench_service_parallel(bench.targets, bench.at(-20, 0), bench.ticks, args)
+    figures["endpoint"] = bench.endpoint(-10)
+    report(f"day's partition {bench.partition_rows():,} rows", args, figures, n, len(bench.sids))
+    # round 2: the day's partition past --grow-rows (a raw COPY baseline again, minutes before)
+    if args.grow_rows:
+        bench.grow(args.grow_rows)
+        grown = {
+            "raw_small": bench.raw_copy(10, args.batch),
+            "service": bench.service(20),
+            "endpoint": bench.endpoint(30),
+        }
+        grown["raw_small_after"] = bench.raw_copy(40, args.batch)
+        report(f"day's partition grown to {bench.partition_rows():,} rows", args, grown, n, len(bench.sids))
+        print(
+            f"  (raw COPY in {args.batch}-row batches after the round: {grown['raw_small_after']:,.0f} samples/s)"
+        )
+    if args.query_rows:
+        series_query(bench, args.query_rows)
+
+
+def series_query(bench: Bench, rows_wanted: int) -> None:
+    """Series query with many rows stored: generated in SQL, 10 s apart, one day (the day before)."""
+    from django.db import connection, transaction
+
+    from inventory.models import Node
+    from monitoring import selectors, storage
+    from monitoring.models import Series
+
     per_series = 8640
     n_series = max(1, rows_wanted // per_series)
-    day_start = (now - dt.timedelta(days=1)).replace(hour=0, minute=0, second=0)
-    from django.db import transaction
-
-    from monitoring import storage
-
+    day_start = bench.day - dt.timedelta(days=1)
     with transaction.atomic():
-        storage.partitions_ensure([day_start.date(), (day_start + dt.timedelta(days=1)).date()])
+        storage.partitions_ensure([day_start.date()])
+    node_id = Node.objects.get(hostname=bench.targets[0][0]).pk
     extra = Series.objects.bulk_create(
         [
-            Series(
-                node_id=Node.objects.get(hostname=targets[0][0]).pk,
-                card_ref=f"0000:{i // 256:02x}:{i % 256:02x}.0",
-                metric="power_w",
-            )
+            Series(node_id=node_id, card_ref=f"0000:{i // 256:02x}:{i % 256:02x}.0", metric="power_w")
             for i in range(n_series)
         ],
         batch_size=5000,

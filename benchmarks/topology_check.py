@@ -1,6 +1,6 @@
 """Fabric check speed on 512-card fabrics (issue 3).
 
-Builds, in the database `rackpilot_bench_topology` (rebuilt each run), a 512-card ring and a 16 × 32 grid
+Builds, in the database `rackpilot_bench_topology` (or TEST_DATABASE_NAME; rebuilt each run), a 512-card ring and a 16 × 32 grid
 (the 2×4 Blackhole layout tiled), cables them with the plan service, then times:
 - the pure check alone (plain data in, findings out),
 - the whole check from the database (3 queries + check),
@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import measure, row, setup_django  # noqa: E402
+from benchmarks.common import bench_args, bench_db_name, measure, row, setup_django  # noqa: E402
 
 N = 512
 
@@ -54,7 +54,8 @@ def build(name: str, template: str, params: dict) -> object:
 
 
 def main() -> None:
-    setup_django("rackpilot_bench_topology")
+    bench_args(__doc__, "rackpilot_bench_topology")
+    setup_django(bench_db_name("rackpilot_bench_topology"))
     from django.contrib.auth.models import User
     from django.db import connection
     from django.test import Client

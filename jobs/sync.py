@@ -20,14 +20,16 @@ from typing import Any
 
 from django.core.cache import cache
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import DateTimeField, F, Q, Value
+from django.db.models.functions import Coalesce
 from django.dispatch import Signal
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from inventory.models import Cluster, Node
 from jobs import sync_storage
 from jobs.backends import cluster_backend
-from jobs.cluster import ClusterBackend, ClusterError, JobInfo, NodeInfo, PartitionInfo
+from jobs.cluster import ClusterBackend, ClusterError, JobInfo, NodeInfo, PartitionInfo, RetryableError
 from jobs.models import JOB_STATE_UNKNOWN, ClusterAccount, Job, JobTransition, NodeState, Partition
 
 logger = logging.getLogger(__name__)
@@ -135,13 +137,14 @@ def reconcile_jobs(
     *,
     now: datetime,
     listed_since: datetime | None = None,
-    finished: Sequence[JobInfo] = (),
+    finished: Sequence[JobInfo] | None = (),
 ) -> tuple[list[int], int, int]:
     """Returns (changed Job pks, number created, number of transitions).
 
     An active row that the listing lacks takes its final state, end time and exit code from
     ``finished`` (records from Slurm accounting, see :func:`finished_jobs_lookup`); only the
-    ones not found there become UNKNOWN.
+    ones not found there become UNKNOWN. ``finished=None`` (accounting could not be read this
+    time) leaves such rows as they are: a later sync looks them up again.
 
     Reads back only (job_id, pk, state, fingerprint) of every row; a row is written when its
     stored fingerprint differs from the listing's (so a row created or changed by another
@@ -182,10 +185,12 @@ def reconcile_jobs(
     gone = [
         row[0] for job_id, row in existing.items() if job_id not in listed and row[1] in ACTIVE_JOB_STATES
     ]
+    if finished is None:
+        gone = []
     vanished: list[tuple[Any, ...]] = []
     if gone:
         recent = Q(last_seen__gt=listed_since) if listed_since is not None else Q(pk__in=[])
-        final = {j.job_id: j for j in finished if j.finished}
+        final = {j.job_id: j for j in finished or () if j.finished}
         # rows written (e.g. by a submit) after the listing was taken are left alone
         for pk, job_id, state, start, end, code in (
             Job.objects.filter(pk__in=gone)
@@ -334,11 +339,14 @@ def reconcile(
     jobs: Sequence[JobInfo],
     partitions: Sequence[PartitionInfo] | None = None,
     listed_since: datetime | None = None,
-    finished: Sequence[JobInfo] = (),
+    finished: Sequence[JobInfo] | None = (),
+    warnings: Sequence[str] = (),
 ) -> SyncResult:
-    """Write one listing into the database (one transaction); mark the cluster synced.
+    """Write one listing into the database (one transaction); mark the cluster synced and
+    reachable again (``sync_failing_since`` cleared), keeping Slurm's ``warnings``.
 
-    ``finished``: final records of active jobs the listing lacks (see :func:`finished_jobs_lookup`)."""
+    ``finished``: final records of active jobs the listing lacks (see :func:`finished_jobs_lookup`;
+    None when they could not be read: those jobs are left as they are)."""
     now = timezone.now()
     result = SyncResult(cluster_id=cluster.pk, ok=True)
     with transaction.atomic():
@@ -349,7 +357,11 @@ def reconcile(
         if partitions is not None:
             reconcile_partitions(cluster, partitions, now=now)
         Cluster.objects.filter(pk=cluster.pk).update(
-            last_sync_at=now, last_sync_ok_at=now, last_sync_error=""
+            last_sync_at=now,
+            last_sync_ok_at=now,
+            last_sync_error="",
+            sync_failing_since=None,
+            last_sync_warnings="\n".join(dict.fromkeys(warnings))[:4000],
         )
         if result.node_ids or result.job_ids:
             transaction.on_commit(
@@ -361,18 +373,32 @@ def reconcile(
 
 
 def cluster_mark_stale(cluster: Cluster, error: str) -> None:
-    Cluster.objects.filter(pk=cluster.pk).update(last_sync_at=timezone.now(), last_sync_error=error[:2000])
+    """Record a sync that could not read the cluster: nothing else is written (no job, node or
+    partition changes); the outage's start is kept across failed syncs ("unreachable since")."""
+    now = timezone.now()
+    Cluster.objects.filter(pk=cluster.pk).update(
+        last_sync_at=now,
+        last_sync_error=error[:2000],
+        sync_failing_since=Coalesce(F("sync_failing_since"), Value(now, output_field=DateTimeField())),
+    )
     transaction.on_commit(
         lambda: cluster_synced.send(sender=Cluster, cluster=cluster, node_ids=[], job_ids=[])
     )
 
 
 def finished_jobs_lookup(
-    cluster: Cluster, backend: ClusterBackend, jobs: Sequence[JobInfo], *, listed_since: datetime
-) -> list[JobInfo]:
+    cluster: Cluster,
+    backend: ClusterBackend,
+    jobs: Sequence[JobInfo],
+    *,
+    listed_since: datetime,
+    warnings: list[str] | None = None,
+) -> list[JobInfo] | None:
     """Final records of the jobs the database has active but the listing lacks (Slurm purged
     them after MinJobAge, e.g. while the portal could not sync): one query, and one backend
-    call only when there are such jobs. A failed lookup is logged; those jobs become UNKNOWN."""
+    call only when there are such jobs. A terminal failure (no accounting) is logged and those
+    jobs become UNKNOWN; a retryable one (controller or slurmdbd unreachable) returns None, so
+    they stay as they are until a later sync can read their end (noted in ``warnings``)."""
     from jobs.cluster.types import ACTIVE_JOB_STATES
 
     listed = {j.job_id for j in jobs}
@@ -386,6 +412,14 @@ def finished_jobs_lookup(
         return []
     try:
         return backend.list_finished_jobs(missing)
+    except RetryableError as exc:
+        logger.warning("cluster %s: final state of %d jobs not read yet: %s", cluster.name, len(missing), exc)
+        if warnings is not None:
+            warnings.append(
+                gettext("final state of %(n)d jobs not read yet: %(error)s")
+                % {"n": len(missing), "error": exc}
+            )
+        return None
     except ClusterError as exc:
         logger.warning(
             "cluster %s: final state of %d vanished jobs unavailable: %s", cluster.name, len(missing), exc
@@ -396,20 +430,30 @@ def finished_jobs_lookup(
 def cluster_sync(cluster: Cluster, *, backend: ClusterBackend | None = None) -> SyncResult:
     """Read nodes, jobs and partitions from the cluster and reconcile them.
 
-    A cluster that cannot be reached (or answers nonsense) is marked stale with the error.
+    A cluster that cannot be read (unreachable, or a listing Slurm itself flags with errors, as
+    22.05 does with an EMPTY list while slurmctld is down) changes nothing: it is marked stale
+    with the error and "unreachable since" its first failed sync; the next good sync carries on.
     Active jobs that Slurm no longer lists are looked up in its accounting first.
     """
     started = timezone.now()
+    warnings: list[str] = []
     try:
         with nullcontext(backend) if backend is not None else cluster_backend(cluster) as b:
             nodes, jobs, parts = b.list_nodes(), b.list_jobs(), b.list_partitions()
-            finished = finished_jobs_lookup(cluster, b, jobs, listed_since=started)
+            finished = finished_jobs_lookup(cluster, b, jobs, listed_since=started, warnings=warnings)
+            warnings[:0] = getattr(b, "warnings", None) or []
     except ClusterError as exc:
         logger.warning("sync of cluster %s failed: %s", cluster.name, exc)
         cluster_mark_stale(cluster, str(exc))
         return SyncResult(cluster_id=cluster.pk, ok=False, error=str(exc))
     return reconcile(
-        cluster, nodes=nodes, jobs=jobs, partitions=parts, listed_since=started, finished=finished
+        cluster,
+        nodes=nodes,
+        jobs=jobs,
+        partitions=parts,
+        listed_since=started,
+        finished=finished,
+        warnings=warnings,
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Q, QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from monitoring import storage
 from monitoring.models import Alert, AlertRule, Event, LatestValue, Series
@@ -106,15 +107,15 @@ def series_query(
 ) -> SeriesResult:
     """Points ``[epoch s, min, avg, max]`` of the matching series, bucketed by ``step`` seconds."""
     if end <= start:
-        raise SeriesQueryError("'to' must be after 'from'")
+        raise SeriesQueryError(_("'to' must be after 'from'"))
     if step < 1:
-        raise SeriesQueryError("'step' must be at least 1 second")
+        raise SeriesQueryError(_("'step' must be at least 1 second"))
     if not node and not card:
-        raise SeriesQueryError("give a 'card' or a 'node'")
+        raise SeriesQueryError(_("give a 'card' or a 'node'"))
     source = resolution_choose(step, start, now=now)
     step = max(step, source or 1)
     if (end - start).total_seconds() / step > MAX_POINTS:
-        raise SeriesQueryError(f"more than {MAX_POINTS} points: use a larger 'step'")
+        raise SeriesQueryError(_("more than %(n)s points: use a larger 'step'") % {"n": MAX_POINTS})
     rows = list(
         series_list(node=node, card=card, metric=metric, labels=labels).values(
             "id", "node__hostname", "card_id", "card_ref", "labels"

@@ -12,6 +12,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from portal.models import APIToken, AuditEntry, token_hash
 
@@ -169,3 +170,34 @@ def api_token_authenticate(key: str) -> APIToken | None:
     if token.last_used is None or (now - token.last_used).total_seconds() > 60:
         APIToken.objects.filter(pk=token.pk).update(last_used=now)
     return token
+
+
+def user_create(*, username: str, password: str, role: str, email: str = "", by: Any = None) -> Any:
+    """Create a portal account with one role (portal.roles), its password checked by Django's validators.
+
+    Raises ValidationError (nothing written) for a taken name, an unknown role or a weak password.
+    """
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.password_validation import validate_password
+
+    from portal.roles import ROLES, roles_sync, user_set_role
+
+    user_model = get_user_model()
+    if role not in ROLES:
+        raise ValidationError(
+            {
+                "role": [
+                    _("Unknown role %(role)s: one of %(roles)s.") % {"role": role, "roles": ", ".join(ROLES)}
+                ]
+            }
+        )
+    user = user_model(username=username, email=email)
+    user.full_clean(exclude=["password"])
+    validate_password(password, user)
+    with transaction.atomic():
+        user.set_password(password)
+        user.save()
+        roles_sync()
+        user_set_role(user, role)
+        audit_record(user=by, action=AuditEntry.Action.CREATE, instance=user, after={"role": role})
+    return user

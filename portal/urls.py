@@ -3,7 +3,9 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from drf_spectacular.utils import extend_schema, inline_serializer
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from rest_framework import serializers
 from rest_framework.decorators import api_view, permission_classes
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
@@ -17,6 +19,11 @@ from portal.views.audit import AuditListView
 from portal.views.home import home
 
 
+@extend_schema(
+    responses=inline_serializer(
+        "ApiRoot", {name: serializers.URLField() for name in ("inventory", "jobs", "monitoring", "audit")}
+    )
+)
 @api_view(["GET"])
 @permission_classes([IsAuthenticated])
 def api_root(request: Request) -> Response:
@@ -66,3 +73,6 @@ urlpatterns = [
     path("metrics", monitoring_views.metrics, name="metrics"),
     path("audit/", AuditListView.as_view(), name="audit_list"),
 ]
+
+handler404 = "portal.views.errors.not_found"
+handler500 = "portal.views.errors.server_error"

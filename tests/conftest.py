@@ -27,6 +27,19 @@ def _clear_cache() -> Any:
 
 
 @pytest.fixture(autouse=True)
+def _default_language() -> Any:
+    """Every test starts in the site's language: a request in another language (the test client runs
+    LocaleMiddleware in this thread) must not leak into the next test's stored messages."""
+    yield
+    from django.conf import settings
+
+    if settings.configured:
+        from django.utils import translation
+
+        translation.activate(settings.LANGUAGE_CODE)
+
+
+@pytest.fixture(autouse=True)
 def _empty_unmanaged_tables(request: Any) -> Any:
     """Transactional tests end with a flush, which skips unmanaged tables: empty the raw samples
     table (partitioned, written with COPY) so that no later test sees their rows."""
@@ -126,3 +139,17 @@ def anon_api() -> APIClient:
 @pytest.fixture
 def api_as() -> Callable[[User | None], APIClient]:
     return _client
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    """A test that uses the Slurm lab must say so (the ``slurm`` marker selects and deselects them):
+    a missing marker is a collection error, not a surprise in a `-m "not slurm"` run."""
+    unmarked = [
+        item.nodeid
+        for item in items
+        if "slurm_lab" in getattr(item, "fixturenames", ()) and item.get_closest_marker("slurm") is None
+    ]
+    if unmarked:
+        raise pytest.UsageError(
+            "tests using the Slurm lab without @pytest.mark.slurm: " + ", ".join(unmarked)
+        )

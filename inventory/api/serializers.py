@@ -54,6 +54,8 @@ class ClusterSerializer(PortalModelSerializer):
             "last_sync_at",
             "last_sync_ok_at",
             "last_sync_error",
+            "sync_failing_since",
+            "last_sync_warnings",
             "stale",
             "node_count",
             *STAMPS,
@@ -66,6 +68,7 @@ class ClusterSerializer(PortalModelSerializer):
             "ssh_key_path",
             "slurm_conf",
             "last_sync_error",
+            "last_sync_warnings",
         ]
 
     def get_stale(self, obj: Cluster) -> bool:

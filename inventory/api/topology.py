@@ -7,6 +7,8 @@ from typing import Any
 from django.db import models
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import permissions, serializers, status
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -14,6 +16,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from inventory import power
+from inventory.api import shapes
 from inventory.models import (
     Card,
     CardModel,
@@ -110,6 +113,7 @@ class FabricViewSet(PortalModelViewSet):
         assert isinstance(instance, Fabric)
         return fabric_save(instance, user=self.request.user, members=getattr(instance, "_members", None))
 
+    @extend_schema(responses=shapes.FabricCheckSerializer)
     @action(detail=True, methods=["get"])
     def check(self, request: Request, pk: str | None = None) -> Response:
         data, result = fabric_check(self.get_object())
@@ -117,6 +121,8 @@ class FabricViewSet(PortalModelViewSet):
         out["member_names"] = {m.label: m.display for m in data.members}
         return Response(out)
 
+    @extend_schema(methods=["GET"], responses=shapes.FabricPlanSerializer)
+    @extend_schema(methods=["POST"], request=None, responses={201: shapes.FabricPlanCreatedSerializer})
     @action(
         detail=True,
         methods=["get", "post"],
@@ -131,7 +137,8 @@ class FabricViewSet(PortalModelViewSet):
             {"created": [c.pk for c in cables], "count": len(cables)}, status=status.HTTP_201_CREATED
         )
 
-    @action(detail=False, methods=["get"])
+    @extend_schema(responses=shapes.FabricTemplateSerializer(many=True))
+    @action(detail=False, methods=["get"], pagination_class=None, filter_backends=[])
     def templates(self, request: Request) -> Response:
         return Response(
             [
@@ -168,6 +175,13 @@ def plan_dict(result: Plan) -> dict[str, Any]:
 # -- power --------------------------------------------------------------------------------------------------
 
 
+HEADROOM = OpenApiParameter(
+    "headroom",
+    OpenApiTypes.FLOAT,
+    description="PSU headroom kept free, percent (0-99); default PORTAL_POWER_HEADROOM_PCT.",
+)
+
+
 def _headroom(request: Request) -> float | None:
     raw = request.query_params.get("headroom")
     if raw in (None, ""):
@@ -184,6 +198,7 @@ def _headroom(request: Request) -> float | None:
 class PSUBudgetView(APIView):
     permission_classes = [Perm.of("inventory.view_psu")]
 
+    @extend_schema(parameters=[HEADROOM], responses=shapes.BudgetSerializer)
     def get(self, request: Request, pk: int) -> Response:
         psu = get_object_or_404(power.psu_queryset(), pk=pk)
         return Response(power.psu_budget(psu, headroom_pct=_headroom(request)).as_dict())
@@ -192,6 +207,7 @@ class PSUBudgetView(APIView):
 class FeedBudgetView(APIView):
     permission_classes = [Perm.of("inventory.view_powerfeed")]
 
+    @extend_schema(parameters=[HEADROOM], responses=shapes.BudgetSerializer)
     def get(self, request: Request, pk: int) -> Response:
         feed = get_object_or_404(PowerFeed, pk=pk)
         return Response(power.feed_budgets([feed], headroom_pct=_headroom(request))[0].as_dict())
@@ -200,6 +216,7 @@ class FeedBudgetView(APIView):
 class NodePowerView(APIView):
     permission_classes = [Perm.of("inventory.view_psu")]
 
+    @extend_schema(responses=shapes.NodePowerSerializer)
     def get(self, request: Request, pk: int) -> Response:
         node = get_object_or_404(Node.objects.select_related("chassis"), pk=pk)
         out = power.node_power(node)
@@ -222,6 +239,7 @@ class WhatIfView(APIView):
 
     permission_classes = [Perm.of("inventory.view_psu")]
 
+    @extend_schema(parameters=[WhatIfQuery], responses=shapes.WhatIfSerializer)
     def get(self, request: Request, pk: int) -> Response:
         node = get_object_or_404(Node.objects.select_related("chassis"), pk=pk)
         query = WhatIfQuery(data=request.query_params)
@@ -244,10 +262,12 @@ class NodeReadinessView(APIView):
 
     permission_classes = [Perm.of("inventory.view_readinesscheck", "inventory.change_readinesscheck")]
 
+    @extend_schema(responses=shapes.ReadinessSerializer)
     def get(self, request: Request, pk: int) -> Response:
         node = get_object_or_404(Node, pk=pk)
         return Response(_readiness_body(node))
 
+    @extend_schema(request=ReadinessInput, responses=shapes.ReadinessSerializer)
     def post(self, request: Request, pk: int) -> Response:
         from django.db import transaction
 
@@ -274,6 +294,7 @@ class NodeReadinessEvaluateView(APIView):
 
     permission_classes = [Perm.of("inventory.view_readinesscheck", "inventory.change_readinesscheck")]
 
+    @extend_schema(request=shapes.ReadinessEvaluateSerializer, responses=shapes.ReadinessSerializer)
     def post(self, request: Request, pk: int) -> Response:
         node = get_object_or_404(Node.objects.select_related("chassis"), pk=pk)
         seen = request.data.get("seen") if isinstance(request.data, dict) else None

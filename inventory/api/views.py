@@ -102,12 +102,12 @@ class CableViewSet(PortalModelViewSet):
 
     def perform_create(self, serializer: serializers.BaseSerializer) -> None:
         data: dict[str, Any] = dict(serializer.validated_data)
-        serializer.instance = cable_connect(user=self.request.user, **data)
+        serializer.instance = self.reread(cable_connect(user=self.request.user, **data))
 
     def perform_update(self, serializer: serializers.BaseSerializer) -> None:
         assert isinstance(serializer.instance, Cable)
-        serializer.instance = cable_update(
-            serializer.instance, user=self.request.user, **dict(serializer.validated_data)
+        serializer.instance = self.reread(
+            cable_update(serializer.instance, user=self.request.user, **dict(serializer.validated_data))
         )
 
     def perform_write(self, instance: models.Model) -> models.Model:

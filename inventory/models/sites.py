@@ -68,6 +68,10 @@ class Cluster(ChangeLoggedModel):
     last_sync_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_sync_ok_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_sync_error = models.TextField(blank=True, editable=False)
+    #: first failed sync of the current outage (None while syncs succeed): "Slurm unreachable since …"
+    sync_failing_since = models.DateTimeField(null=True, blank=True, editable=False)
+    #: Slurm's warnings of the last successful sync, one a line (shown; they are not errors)
+    last_sync_warnings = models.TextField(blank=True, editable=False)
 
     class Meta:
         verbose_name = _("cluster")

@@ -4,7 +4,7 @@ from typing import Any
 
 from django.db import models
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -47,7 +47,27 @@ class ActionViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Retri
     def get_serializer_class(self) -> type[Any]:
         return s.ActionRequestSerializer if self.action == "create" else s.ActionSerializer
 
-    @extend_schema(responses=_ACTION_RESPONSES)
+    @extend_schema(
+        request=s.ActionRequestSerializer,
+        responses=_ACTION_RESPONSES,
+        examples=[
+            OpenApiExample(
+                "Submit a job",
+                request_only=True,
+                value={
+                    "kind": "submit",
+                    "cluster": 2,
+                    "params": {"name": "eval", "script": "#!/bin/bash\nsrun python eval.py\n", "gpus": 4},
+                },
+            ),
+            OpenApiExample(
+                "Drain a node",
+                request_only=True,
+                value={"kind": "drain", "node": 7, "params": {"reason": "fan replacement"}},
+            ),
+            OpenApiExample("Cancel a job", request_only=True, value={"kind": "cancel", "job": 1234}),
+        ],
+    )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         serializer = self.get_serializer(data=request.data)
         serializer.is_valid(raise_exception=True)
@@ -79,7 +99,8 @@ class JobViewSet(viewsets.ReadOnlyModelViewSet):
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         return _accepted(services.job_cancel_request(self.get_object(), user=request.user), request)
 
-    @action(detail=True, methods=["get"])
+    @extend_schema(responses=s.JobTransitionSerializer(many=True))
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
     def transitions(self, request: Request, pk: str | None = None) -> Response:
         rows = selectors.job_transition_list(self.get_object())
         return Response(s.JobTransitionSerializer(rows, many=True).data)
@@ -115,6 +136,23 @@ class JobTemplateViewSet(PortalModelViewSet):
         return instance_save(instance, user=self.request.user)
 
 
+NODE_ACTION_SCHEMA = extend_schema(
+    request=s.NodeActionSerializer, responses={202: s.ActionSerializer}, filters=False
+)
+NODE_ACTION_SCHEMA_DRAIN = extend_schema(
+    request=s.NodeActionSerializer,
+    responses={202: s.ActionSerializer},
+    filters=False,
+    examples=[
+        OpenApiExample(
+            "Drain for maintenance, then set the node down",
+            request_only=True,
+            value={"reason": "replace fan 2", "asap": False, "next_state": "down"},
+        )
+    ],
+)
+
+
 class NodeActionsMixin:
     """Node actions reachable from the node: POST /api/inventory/nodes/{id}/drain|resume|reboot|power-cycle/.
 
@@ -129,18 +167,22 @@ class NodeActionsMixin:
         row = services.action_request(kind, user=request.user, node=node, params=params)
         return _accepted(row, request)
 
+    @NODE_ACTION_SCHEMA_DRAIN
     @action(detail=True, methods=["post"], permission_classes=[HasPerm.of("jobs.operate_nodes")])
     def drain(self, request: Request, pk: str | None = None) -> Response:
         return self._node_action(request, ActionKind.DRAIN)
 
+    @NODE_ACTION_SCHEMA
     @action(detail=True, methods=["post"], permission_classes=[HasPerm.of("jobs.operate_nodes")])
     def resume(self, request: Request, pk: str | None = None) -> Response:
         return self._node_action(request, ActionKind.RESUME)
 
+    @NODE_ACTION_SCHEMA
     @action(detail=True, methods=["post"], permission_classes=[HasPerm.of("jobs.operate_nodes")])
     def reboot(self, request: Request, pk: str | None = None) -> Response:
         return self._node_action(request, ActionKind.REBOOT)
 
+    @NODE_ACTION_SCHEMA
     @action(detail=True, methods=["post"], url_path="power-cycle",
             permission_classes=[HasPerm.of("jobs.operate_nodes")])  # fmt: skip
     def power_cycle(self, request: Request, pk: str | None = None) -> Response:

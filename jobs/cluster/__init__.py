@@ -13,6 +13,7 @@ from .errors import (
     HostKeyError,
     RetryableError,
     SlurmOutputError,
+    SlurmReportedError,
     TerminalError,
     ValidationError,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "SimulatedCluster",
     "SlurmBackend",
     "SlurmOutputError",
+    "SlurmReportedError",
     "TerminalError",
     "ValidationError",
     "get_backend",

@@ -6,6 +6,8 @@ failed action with Slurm's own message.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .types import CommandResult
 
 
@@ -48,3 +50,25 @@ class ValidationError(TerminalError):
 
 class SlurmOutputError(TerminalError, ValueError):
     """Slurm's output could not be understood (structurally invalid document)."""
+
+
+class SlurmReportedError(SlurmOutputError):
+    """Slurm's JSON carried a non-empty ``errors`` list.
+
+    Slurm 22.05 exits 0 with ``"errors": [{"error": "Unspecified error", ...}]`` beside an EMPTY
+    ``nodes``/``jobs`` list when slurmctld cannot be reached: such a listing must never be taken
+    for an empty cluster. ``errors`` are Slurm's texts, ``error_numbers`` its error numbers (-1 for
+    "Unspecified error"). The backend decides whether it is retryable.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        errors: Sequence[str] = (),
+        error_numbers: Sequence[int] = (),
+        result: CommandResult | None = None,
+    ) -> None:
+        super().__init__(message, slurm_message="; ".join(errors) or message, result=result)
+        self.errors = tuple(errors)
+        self.error_numbers = tuple(error_numbers)

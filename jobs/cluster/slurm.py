@@ -5,13 +5,22 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any, TypeVar
 
 from .backend import NextState, power_cycle
-from .errors import RetryableError, TerminalError, ValidationError
+from .errors import (
+    ClusterError,
+    RetryableError,
+    SlurmOutputError,
+    SlurmReportedError,
+    TerminalError,
+    ValidationError,
+)
 from .runners import LocalRunner, Runner
 from .slurm_parsers import (
+    load_json,
     parse_jobcomp_filetxt,
     parse_partitions,
     parse_sacct_json,
@@ -21,6 +30,7 @@ from .slurm_parsers import (
     parse_scontrol_config,
     parse_sinfo_json,
     parse_squeue_json,
+    slurm_warnings,
 )
 from .types import BMC, TAG_PREFIX, CommandResult, JobInfo, JobSpec, NodeInfo, PartitionInfo
 from .validation import (
@@ -47,11 +57,56 @@ logger = logging.getLogger(__name__)
 _FINISHED_CHUNK = 500
 
 
+#: Slurm error numbers of a controller that could not be reached or answered too late: -1
+#: ("Unspecified error", what 22.05's ``sinfo/squeue --json`` report when slurmctld is down),
+#: SLURM_COMMUNICATIONS_* (1001-1004), SLURMCTLD_COMMUNICATIONS_* (1800-1804), socket timeouts
+#: (5004, 5005) and ESLURM_... "Unable to contact slurm controller" (1007 in newer releases).
+_RETRYABLE_ERRNO = frozenset({-1, 1001, 1002, 1003, 1004, 1007, 1800, 1801, 1802, 1803, 1804, 5004, 5005})
+
+T = TypeVar("T")
+
+
 def _slurm_message(res: CommandResult) -> str:
     text = (res.stderr.strip() or res.stdout.strip()) or f"exit status {res.exit_code}"
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     # drop sudo/ssh noise, keep Slurm's lines
     return "\n".join(lines[-5:])
+
+
+def classify_failure(res: CommandResult, what: str, message: str | None = None) -> ClusterError:
+    """The error of a failed command: retryable when Slurm (or the link to it) was unreachable,
+    terminal when it said no. ``message`` defaults to the last lines of stderr (or stdout)."""
+    msg = message or _slurm_message(res)
+    if _RETRYABLE.search(msg):
+        return RetryableError(f"{what}: {msg}", result=res)
+    if "a password is required" in msg or "is not allowed to execute" in msg:
+        return TerminalError(
+            f"{what}: sudo refused (check the sudoers rules for the service account): {msg}",
+            slurm_message=msg,
+            result=res,
+        )
+    return TerminalError(f"{what}: {msg}", slurm_message=msg, result=res)
+
+
+def classify_output_error(exc: SlurmOutputError, res: CommandResult, what: str) -> ClusterError:
+    """An output that could not be believed (exit status 0): a document carrying ``errors``, or
+    text instead of the document. Retryable when the controller was unreachable (22.05 reports
+    that as ``"Unspecified error"``, error number -1, and prints the reason nowhere else), or when
+    the text says so ("Unable to contact slurm controller"); terminal otherwise."""
+    text = "\n".join(p for p in (str(exc), res.stderr.strip(), res.stdout.strip()[:2000]) if p)
+    if isinstance(exc, SlurmReportedError):
+        retryable = bool(set(exc.error_numbers) & _RETRYABLE_ERRNO) or any(
+            e.startswith("Unspecified error") for e in exc.errors
+        )
+        message = f"{what}: {exc}"
+        if res.stderr.strip():
+            message += f" ({_slurm_message(res)})"
+        if retryable or _RETRYABLE.search(text):
+            return RetryableError(message, result=res)
+        return SlurmReportedError(message, errors=exc.errors, error_numbers=exc.error_numbers, result=res)
+    if _RETRYABLE.search(text):
+        return RetryableError(f"{what}: {_slurm_message(res)}", result=res)
+    return SlurmOutputError(f"{what}: {exc}", slurm_message=exc.slurm_message, result=res)
 
 
 class SlurmBackend:
@@ -84,6 +139,8 @@ class SlurmBackend:
         self.default_work_dir = default_work_dir
         self.bmc_runner = bmc_runner
         self._finished_source: tuple[str, str | None] | None = None
+        #: Slurm's warnings of the documents read so far (shown with the cluster, never errors)
+        self.warnings: list[str] = []
 
     # ------------------------------------------------------------------ plumbing
     def _env(self) -> Mapping[str, str] | None:
@@ -110,16 +167,23 @@ class SlurmBackend:
     def _check(self, res: CommandResult, what: str, message: str | None = None) -> CommandResult:
         if res.exit_code == 0:
             return res
-        msg = message or _slurm_message(res)
-        if _RETRYABLE.search(msg):
-            raise RetryableError(f"{what}: {msg}", result=res)
-        if "a password is required" in msg or "is not allowed to execute" in msg:
-            raise TerminalError(
-                f"{what}: sudo refused (check the sudoers rules for the service account): {msg}",
-                slurm_message=msg,
-                result=res,
-            )
-        raise TerminalError(f"{what}: {msg}", slurm_message=msg, result=res)
+        raise classify_failure(res, what, message)
+
+    def _parse(self, res: CommandResult, what: str, parse: Callable[[Any], T], *, as_json: bool = True) -> T:
+        """``parse`` the output of a command that exited 0; a document carrying ``errors`` or
+        text that is not the document becomes a classified error (never an empty listing).
+        The documents' ``warnings`` are kept in :attr:`warnings`."""
+        try:
+            if not as_json:
+                return parse(res.stdout)
+            doc = load_json(res.stdout)
+            for w in slurm_warnings(doc):
+                text = f"{what}: {w}"
+                if text not in self.warnings:
+                    self.warnings.append(text)
+            return parse(doc)
+        except SlurmOutputError as exc:
+            raise classify_output_error(exc, res, what) from None
 
     def _run(
         self,
@@ -138,11 +202,11 @@ class SlurmBackend:
     # ------------------------------------------------------------------ reads
     def list_nodes(self) -> list[NodeInfo]:
         res = self._run(["sinfo", "--json"], "sinfo")
-        return sorted(parse_sinfo_json(res.stdout), key=lambda n: _natural(n.name))
+        return sorted(self._parse(res, "sinfo", parse_sinfo_json), key=lambda n: _natural(n.name))
 
     def list_partitions(self) -> list[PartitionInfo]:
         res = self._run(["scontrol", "show", "partition", "-o"], "scontrol show partition")
-        parts = parse_partitions(res.stdout)
+        parts = self._parse(res, "scontrol show partition", parse_partitions, as_json=False)
         if any(p.max_gpus_per_node is None for p in parts):
             nodes = self.list_nodes()
             out = []
@@ -157,7 +221,7 @@ class SlurmBackend:
     def list_jobs(self, *, user: str | None = None) -> list[JobInfo]:
         # squeue --json ignores filters in 22.05: filter here
         res = self._run(["squeue", "--json"], "squeue")
-        jobs = parse_squeue_json(res.stdout)
+        jobs = self._parse(res, "squeue", parse_squeue_json)
         if user is not None:
             jobs = [j for j in jobs if j.user == user]
         return sorted(jobs, key=lambda j: j.job_id)
@@ -173,9 +237,8 @@ class SlurmBackend:
         ``("sacct", None)`` with accounting storage, ``("jobcomp", JobCompLoc)`` with
         ``JobCompType=jobcomp/filetxt``, else ``("none", None)``."""
         if self._finished_source is None:
-            conf = parse_scontrol_config(
-                self._run(["scontrol", "show", "config"], "scontrol show config").stdout
-            )
+            res = self._run(["scontrol", "show", "config"], "scontrol show config")
+            conf = self._parse(res, "scontrol show config", parse_scontrol_config, as_json=False)
             location = conf.get("JobCompLoc", "")
             if conf.get("AccountingStorageType", "accounting_storage/none") != "accounting_storage/none":
                 self._finished_source = ("sacct", None)
@@ -206,7 +269,7 @@ class SlurmBackend:
 
     def _sacct_finished(self, ids: Sequence[int]) -> list[JobInfo]:
         wanted = ",".join(map(str, ids))
-        jobs = parse_sacct_json(self._run(["sacct", "--json", "-j", wanted], "sacct").stdout)
+        jobs = self._parse(self._run(["sacct", "--json", "-j", wanted], "sacct"), "sacct", parse_sacct_json)
         # sacct --json of 22.05 reports non-zero exits as 0: take exit codes from the parsable form
         # (JobIDRaw: an array element's own id, where JobID says 1234_7)
         res = self._run(
@@ -215,7 +278,7 @@ class SlurmBackend:
         )
         codes = {
             r.job_id: (128 + r.signal if r.signal else r.exit_code)
-            for r in parse_sacct_parsable(res.stdout)
+            for r in self._parse(res, "sacct", parse_sacct_parsable, as_json=False)
             if r.step is None
         }
         return [
@@ -232,7 +295,12 @@ class SlurmBackend:
             return []
         self._check(res, "read the job completion log")
         errors: list[str] = []
-        jobs = parse_jobcomp_filetxt(res.stdout, errors=errors)
+        jobs = self._parse(
+            res,
+            "read the job completion log",
+            lambda text: parse_jobcomp_filetxt(text, errors=errors),
+            as_json=False,
+        )
         for error in errors:
             logger.warning("job completion log %s: %s", location, error)
         return jobs
@@ -282,7 +350,7 @@ class SlurmBackend:
         res = self._exec(argv, stdin=spec.script, as_user=as_user)
         if res.exit_code != 0:
             self._check(res, "sbatch", parse_sbatch_error(res.stderr or res.stdout))
-        return parse_sbatch_parsable(res.stdout)
+        return self._parse(res, "sbatch", parse_sbatch_parsable, as_json=False)
 
     def cancel_job(self, job_id: int, *, as_user: str | None) -> None:
         if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id <= 0:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from .errors import SlurmOutputError
+from .errors import SlurmOutputError, SlurmReportedError
 from .types import FINISHED_JOB_STATES, JobInfo, NodeInfo, PartitionInfo, SacctRecord
 
 JsonInput = str | bytes | Mapping[str, Any]
@@ -122,28 +122,63 @@ def slurm_version(doc: Mapping[str, Any]) -> tuple[int, int, int] | None:
     return (major, minor, micro)
 
 
-def slurm_errors(doc: Mapping[str, Any]) -> list[str]:
-    """Error texts from ``errors``: ``{error, error_number}`` or ``{description, error, ...}``."""
+def _messages(doc: Mapping[str, Any], key: str) -> list[str]:
     out: list[str] = []
-    errors = doc.get("errors")
-    if not isinstance(errors, list):
+    items = doc.get(key)
+    if not isinstance(items, list):
         return out
-    for e in errors:
+    for e in items:
         if isinstance(e, Mapping):
             parts = [str(e[k]) for k in ("description", "error") if isinstance(e.get(k), str) and e.get(k)]
-            text = ": ".join(dict.fromkeys(parts)) or f"error {e.get('error_number')}"
-            out.append(text)
+            number = e.get("error_number", e.get("errno"))
+            text = ": ".join(dict.fromkeys(parts)) or (f"error {number}" if number is not None else "")
+            out.append(text or f"{key[:-1]} without a message")
         elif isinstance(e, str):
             out.append(e)
     return out
 
 
+def slurm_errors(doc: Mapping[str, Any]) -> list[str]:
+    """Error texts from ``errors``: ``{error, error_number}``, ``{error, errno}`` (22.05 sinfo) or
+    ``{description, error, source, ...}``."""
+    return _messages(doc, "errors")
+
+
+def slurm_warnings(doc: Mapping[str, Any]) -> list[str]:
+    """Warning texts from ``warnings`` (same shapes as errors); they do not make a document wrong."""
+    return _messages(doc, "warnings")
+
+
+def slurm_error_numbers(doc: Mapping[str, Any]) -> list[int]:
+    """Slurm error numbers of ``errors`` (``error_number`` or ``errno``; -1 = "Unspecified error")."""
+    errors = doc.get("errors")
+    out: list[int] = []
+    for e in errors if isinstance(errors, list) else ():
+        number = slurm_number(e.get("error_number", e.get("errno"))) if isinstance(e, Mapping) else None
+        if number is not None:
+            out.append(number)
+    return out
+
+
+def check_errors(doc: Mapping[str, Any]) -> None:
+    """Raise :class:`SlurmReportedError` when the document carries any error, whatever else it holds.
+
+    Slurm 22.05 prints ``"errors": [...]`` beside an EMPTY ``nodes``/``jobs`` list (exit status 0)
+    when slurmctld cannot be reached: the list must not be believed.
+    """
+    errors = doc.get("errors")
+    if errors is None or errors == []:
+        return
+    texts = slurm_errors(doc) or [f"unexpected 'errors' value {errors!r:.80}"]
+    raise SlurmReportedError(
+        "Slurm reported: " + "; ".join(texts), errors=texts, error_numbers=slurm_error_numbers(doc)
+    )
+
+
 def _records(doc: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    check_errors(doc)
     items = doc.get(key)
     if items is None:
-        errors = slurm_errors(doc)
-        if errors:
-            raise SlurmOutputError("Slurm reported: " + "; ".join(errors))
         raise SlurmOutputError(f"Slurm JSON output has no {key!r} list")
     if not isinstance(items, list):
         raise SlurmOutputError(f"Slurm JSON {key!r} is not a list")
@@ -498,6 +533,7 @@ def _nodes_from_sinfo_groups(groups: list[Mapping[str, Any]]) -> list[NodeInfo]:
 def parse_sinfo_json(data: JsonInput) -> list[NodeInfo]:
     """``sinfo --json`` / ``scontrol show node --json`` (v0.0.38-v0.0.42) -> nodes, one per name."""
     doc = load_json(data)
+    check_errors(doc)
     if "nodes" not in doc and isinstance(doc.get("sinfo"), list):
         return _nodes_from_sinfo_groups([g for g in doc["sinfo"] if isinstance(g, Mapping)])
     seen: dict[str, NodeInfo] = {}

@@ -116,6 +116,53 @@ for _name in THROTTLE_BITS:
 
 MIB = 1024 * 1024
 
+# Plausible ranges, in the canonical unit: a value outside is a broken sensor, a unit mix-up or a
+# forged sample, and is refused. Wide on purpose (a 100 kW chassis, -40 °C outdoor air, a 2^64
+# counter); narrower where the unit itself bounds the value (a percentage, a flag, PCIe lanes).
+COUNTER_MAX = float(2**64)
+UNIT_BOUNDS: dict[str, tuple[float, float]] = {
+    C: (-60.0, 250.0),
+    W: (0.0, 100_000.0),
+    J: (0.0, COUNTER_MAX),
+    PCT: (0.0, 100.0),
+    BYTES: (0.0, COUNTER_MAX),
+    MHZ: (0.0, 100_000.0),
+    RPM: (0.0, 100_000.0),
+    V: (-1_000.0, 1_000.0),
+    A: (-10_000.0, 10_000.0),
+    COUNT: (0.0, COUNTER_MAX),
+    BOOL: (0.0, 1.0),
+    GEN: (0.0, 16.0),
+    LANES: (0.0, 64.0),
+    BITMASK: (0.0, COUNTER_MAX),
+    BYTES_PER_S: (0.0, COUNTER_MAX),
+    IOPS: (0.0, 1e12),
+}
+# metrics whose range is narrower (or other) than their unit's
+METRIC_BOUNDS: dict[str, tuple[float, float]] = {
+    "temperature_c": (-60.0, 200.0),
+    "memory_temperature_c": (-60.0, 200.0),
+    "inlet_temperature_c": (-60.0, 100.0),
+    "thermal_limit_c": (0.0, 250.0),
+    "pstate": (0.0, 32.0),
+    # a percentage computed from two counters read a moment apart can overshoot a little
+    "net_util_pct": (0.0, 1_000.0),
+}
+
+
+def bounds_of(metric: str) -> tuple[float, float]:
+    """The plausible (low, high) of ``metric``, inclusive, in its canonical unit."""
+    found = METRIC_BOUNDS.get(metric)
+    return found if found is not None else UNIT_BOUNDS[METRICS[metric][0]]
+
+
+def _bounds_table() -> dict[str, tuple[float, float]]:
+    return {name: bounds_of(name) for name in METRICS}
+
+
+# metric -> (low, high) for every metric: the ingest service checks a batch against this
+BOUNDS: dict[str, tuple[float, float]] = _bounds_table()
+
 
 def unit_of(metric: str) -> str:
     return METRICS[metric][0]

@@ -15,12 +15,14 @@ import time
 import urllib.request
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.mail import send_mail
 from django.db import IntegrityError, connection, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -92,65 +94,129 @@ def alert_rules_forget(**_: Any) -> None:
     _rules_cache.clear()
 
 
+SeriesMeta = tuple[str, str, str, int, int | None]  # metric, card ref, labels, node id, card id
+Pair = tuple[AlertRule, int, SeriesMeta]
+
+
+@dataclass
+class SeriesPlan:
+    """What evaluating a batch's series needs from the database, as queries a caller may run in
+    one round trip with its own statements (ingest: with the latest-value upsert)."""
+
+    pairs: list[Pair]
+    states: QuerySet[AlertState, Any] | None
+    previous: QuerySet[LatestValue, Any] | None
+
+    @property
+    def reads(self) -> list[QuerySet[Any, Any]]:
+        return [q for q in (self.states, self.previous) if q is not None]
+
+
+def alerts_plan(
+    series: Mapping[int, SeriesMeta], *, previous: Mapping[int, tuple[dt.datetime, float]] | None = None
+) -> SeriesPlan:
+    """The (rule, series) pairs of the enabled rules, the state rows they may have and the previous
+    latest values the stall rules compare with (``previous`` gives those already known)."""
+    index = alert_rules_by_metric()
+    pairs: list[Pair] = []
+    for sid, meta in series.items():
+        for rule in index.get(meta[0], ()):
+            if (rule.scope == AlertRule.Scope.CARD) == bool(meta[1]):
+                pairs.append((rule, sid, meta))
+    if not pairs:
+        return SeriesPlan(pairs, None, None)
+    # A state row exists only while a condition holds, so this read is small; an id range (2
+    # parameters) instead of a long IN list keeps it cheap.
+    states = AlertState.objects.filter(
+        rule_id__in=sorted({r.id for r, _s, _m in pairs}),
+        series_id__gte=min(series),
+        series_id__lte=max(series),
+    ).values_list("pk", "rule_id", "series_id", "pending_since")
+    stall = sorted(
+        {sid for r, sid, _m in pairs if r.kind == AlertRule.Kind.STALL and sid not in (previous or {})}
+    )
+    before = (
+        LatestValue.objects.filter(series_id__in=stall).values_list("series_id", "ts", "value")
+        if stall
+        else None
+    )
+    return SeriesPlan(pairs, states, before)
+
+
 def alerts_evaluate(
-    series: Mapping[int, tuple[str, str, str, int, int | None]],
+    series: Mapping[int, SeriesMeta],
     points: Mapping[int, Sequence[tuple[dt.datetime, float]]],
     events: Sequence[Event],
     *,
     now: dt.datetime,
     previous: Mapping[int, tuple[dt.datetime, float]] | None = None,
+    plan: SeriesPlan | None = None,
+    read: Sequence[Sequence[Any]] | None = None,
 ) -> set[int]:
     """Evaluate the enabled rules against this batch's samples of ``series`` and its ``events``.
 
     ``series``: series id -> (metric, card ref, labels, node id, card id).
     ``previous``: latest (ts, value) of each series before this batch (stall rules need it).
+    ``plan`` and ``read``: :func:`alerts_plan` of ``series`` and the rows of its ``reads``, when
+    the caller ran them (else they are read here).
     Returns the ids of alerts that fired, resolved or were updated.
     """
     changed: set[int] = set()
     if series:
-        changed |= _evaluate_series(series, points, now=now, previous=previous or {})
+        if plan is None:
+            plan = alerts_plan(series, previous=previous)
+            read = [list(q) for q in plan.reads]
+        changed |= _evaluate_series(plan, read or [], points, now=now, previous=previous or {})
     if events:
         changed |= _evaluate_events(events, now=now)
     return changed
 
 
+def _could_hold(rule: AlertRule, pts: Sequence[tuple[dt.datetime, float]], limit: float | None) -> bool:
+    """Whether the rule's condition may hold at a point of ``pts`` (stall: always, it needs the
+    previous value; a limit relative to the PSUs: always, it needs the budget)."""
+    if rule.kind != AlertRule.Kind.THRESHOLD or limit is None:
+        return True
+    return any(_holds(rule, v, limit) for _ts, v in pts)
+
+
 def _evaluate_series(
-    series: Mapping[int, tuple[str, str, str, int, int | None]],
+    plan: SeriesPlan,
+    read: Sequence[Sequence[Any]],
     points: Mapping[int, Sequence[tuple[dt.datetime, float]]],
     *,
     now: dt.datetime,
     previous: Mapping[int, tuple[dt.datetime, float]],
 ) -> set[int]:
-    index = alert_rules_by_metric()
-    pairs: list[tuple[AlertRule, int, tuple[str, str, str, int, int | None]]] = []
-    for sid, meta in series.items():
-        for rule in index.get(meta[0], ()):
-            if (rule.scope == AlertRule.Scope.CARD) == bool(meta[1]):
-                pairs.append((rule, sid, meta))
+    rows = iter(read)
+    states: dict[tuple[int, int], tuple[int, dt.datetime | None]] = (
+        {(rid, sid): (pk, since) for pk, rid, sid, since in next(rows)} if plan.states is not None else {}
+    )
+    prev = dict(previous)
+    if plan.previous is not None:
+        prev.update({sid: (ts, v) for sid, ts, v in next(rows)})
+    # the quiet majority: no state row, and no point where the condition could hold -> nothing to do
+    pairs = [
+        p
+        for p in plan.pairs
+        if (p[0].id, p[1]) in states
+        or _could_hold(p[0], points.get(p[1], ()), None if p[0].relative_to else p[0].threshold)
+    ]
+    if not pairs:
+        return set()
     busy: set[int] = set()
     if any(rule.cluster_id is not None or rule.only_when_node_busy for rule, _sid, _m in pairs):
         # one read for both: the nodes' clusters and whether Slurm runs a job there
-        rows = list(
+        nodes = list(
             Node.objects.filter(pk__in={m[3] for _r, _s, m in pairs}).values_list(
                 "id", "cluster_id", "slurm_state", "slurm__gpus_total", "slurm__gpus_alloc"
             )
         )
-        clusters = {row[0]: row[1] for row in rows}
-        busy = busy_node_ids((nid, state, total, alloc) for nid, _c, state, total, alloc in rows)
+        clusters = {row[0]: row[1] for row in nodes}
+        busy = busy_node_ids((nid, state, total, alloc) for nid, _c, state, total, alloc in nodes)
         pairs = [p for p in pairs if p[0].cluster_id is None or p[0].cluster_id == clusters.get(p[2][3])]
-    if not pairs:
-        return set()
-    # The state rows of the batch's series: a row exists only while a condition holds, so this read
-    # is small; an id range (2 parameters) instead of a long IN list keeps it cheap. An open alert
-    # implies a state row (the condition held when it fired and has not cleared since), so open
-    # alerts are read only for the series that have one: usually none.
-    rule_ids = {r.id for r, _s, _m in pairs}
-    states: dict[tuple[int, int], tuple[int, dt.datetime | None]] = {
-        (rid, sid): (pk, since)
-        for pk, rid, sid, since in AlertState.objects.filter(
-            rule_id__in=rule_ids, series_id__gte=min(series), series_id__lte=max(series)
-        ).values_list("pk", "rule_id", "series_id", "pending_since")
-    }
+    # An open alert implies a state row (the condition held when it fired and has not cleared
+    # since), so open alerts are read only for the series that have one: usually none.
     open_alerts = (
         {
             (a.rule_id, a.series_id): a
@@ -168,17 +234,6 @@ def _evaluate_series(
         if any(r.relative_to for r, _s, _m in pairs)
         else {}
     )
-    stall_sids = {sid for r, sid, _m in pairs if r.kind == AlertRule.Kind.STALL and sid not in previous}
-    prev = dict(previous)
-    if stall_sids:
-        prev.update(
-            {
-                sid: (ts, v)
-                for sid, ts, v in LatestValue.objects.filter(series_id__in=stall_sids).values_list(
-                    "series_id", "ts", "value"
-                )
-            }
-        )
     changed: set[int] = set()
     for rule, sid, (_metric, ref, labels, nid, cid) in pairs:
         limit = rule.threshold

@@ -28,7 +28,7 @@ from monitoring import storage
 from monitoring.models import Event, LatestValue, Series
 from monitoring.parsers import Event as ParsedEvent
 from monitoring.parsers import ParseError, ParseResult, heartbeat_events, parse, xid_events
-from monitoring.parsers.metrics import METRICS
+from monitoring.parsers.metrics import BOUNDS, METRICS
 from monitoring.parsers.model import normalize_bus_id
 from monitoring.signals import telemetry_ingested
 
@@ -68,6 +68,7 @@ class IngestReport:
     stored: int = 0
     events: int = 0
     skipped: int = 0
+    duplicates: int = 0
     series_created: int = 0
     unknown_cards: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
@@ -78,6 +79,7 @@ class IngestReport:
             "stored": self.stored,
             "events": self.events,
             "skipped": self.skipped,
+            "duplicates": self.duplicates,
             "series_created": self.series_created,
             "unknown_cards": self.unknown_cards,
             "problems": self.problems,
@@ -85,9 +87,10 @@ class IngestReport:
         }
 
 
-# Labels that tell series of one metric apart on a card/node. Others (index, board_type, sensor
-# thresholds, peer chip…) describe rather than identify, and would split a series when they change.
-SERIES_LABELS = frozenset({"sensor", "port", "chip", "scope", "xid", "device"})
+# Labels that tell series of one metric apart on a card/node (``instance``: BMC sensors sharing a
+# name, two "Temp" on a Dell). Others (index, board_type, sensor thresholds, peer chip…) describe
+# rather than identify, and would split a series when they change.
+SERIES_LABELS = frozenset({"sensor", "instance", "port", "chip", "scope", "xid", "device"})
 
 
 def labels_text(labels: Iterable[tuple[str, str]] | Mapping[str, Any] | None) -> str:
@@ -141,23 +144,40 @@ def telemetry_ingest_result(
     now = now or timezone.now()
     items: list[Item] = []
     skipped = 0
+    refused: list[str] = []
+    cache = _cache()
     for s in result.samples:
         if not math.isfinite(s.value):
             skipped += 1
             continue
+        lo, hi = BOUNDS[s.metric]
+        if not lo <= s.value <= hi:  # a tool's bad line is a problem of the batch, not its end
+            refused.append(_implausible(s.metric, s.value, where=s.card or labels_text(s.labels)))
+            continue
         # the node that ran the tool, whatever name the tool prints
         key = (node_hostname, card_ref_normalise(s.card), s.metric, labels_text(s.labels))
-        items.append((key, s.ts or now, s.value, None))
-    cache = _cache()
-    for i, (key, ts, value, _info) in enumerate(items):
-        items[i] = (key, ts, value, cache.get(key))
+        items.append((key, s.ts or now, s.value, cache.get(key)))
     report = _ingest(items, result.events, now=now, default_host=node_hostname)
     if result.cards:
         seen = sorted({i for c in result.cards for i in (c.uuid, c.bus_id) if i})
         transaction.on_commit(lambda: readiness_from_enumeration(node_hostname, seen))
-    report.skipped += skipped
-    report.problems = [f"line {p.line}: {p.field or ''} {p.reason}".strip() for p in result.problems][:50]
+    report.skipped += skipped + len(refused)
+    problems = [f"line {p.line}: {p.field or ''} {p.reason}".strip() for p in result.problems]
+    report.problems = [*problems, *refused][:50]
     return report
+
+
+def _implausible(metric: str, value: float, *, where: str = "") -> str:
+    lo, hi = BOUNDS[metric]
+    unit = METRICS[metric][0]
+    text = _("%(metric)s = %(value)s %(unit)s is outside the plausible range %(lo)s .. %(hi)s %(unit)s") % {
+        "metric": metric,
+        "value": f"{value:g}",
+        "unit": unit,
+        "lo": f"{lo:g}",
+        "hi": f"{hi:g}",
+    }
+    return f"{where}: {text}" if where else text
 
 
 def readiness_from_enumeration(node_hostname: str, seen: Sequence[str]) -> None:
@@ -178,15 +198,87 @@ def telemetry_ingest_samples(
 ) -> IngestReport:
     """Ingest JSON-shaped samples ``{"ts", "node", "card", "metric", "value", "labels"?}``.
 
-    ``ts`` is ISO 8601 (naive = UTC) or epoch seconds; ``card`` may be empty for node metrics.
+    ``ts`` is ISO 8601 (naive = UTC) or epoch seconds; ``card`` may be empty for node metrics;
+    ``value`` a finite number within the metric's plausible range (``metrics.BOUNDS``).
     ``only_node``: a node token's hostname; every sample must be for it (``node`` may be omitted).
+    A sample repeating an earlier one of the batch (same series and ts) is dropped: the first wins.
     """
     now = now or timezone.now()
+    items = _columns_checked(samples, only_node, now)
+    if items is None:  # something is off: the careful pass says what, sample by sample
+        items = _samples_checked(samples, only_node, now)
+    return _ingest(items, (), now=now, default_host=only_node)
+
+
+_NUMBER_TYPES = frozenset({float, int})
+
+
+def _columns_checked(
+    samples: Sequence[Mapping[str, Any]], only_node: str | None, now: dt.datetime
+) -> list[Item] | None:
+    """The batch validated column by column (each check one pass over one field, the distinct
+    times, cards and hosts parsed once); ``None`` when any check fails."""
+    if not samples:
+        return []
+    try:
+        if not all(type(s) is dict for s in samples):
+            return None
+        n = len(samples)
+        # the columns are Any until checked: each check below makes one of them what Item says
+        metrics: list[Any] = [s.get("metric") for s in samples]
+        if not METRICS.keys() >= set(metrics):
+            return None
+        values: list[Any] = [s.get("value") for s in samples]
+        types = set(map(type, values))
+        if not types <= _NUMBER_TYPES:
+            return None
+        if int in types:
+            values = [float(v) for v in values]
+        # NaN fails both comparisons, infinities the bounds
+        if not all(
+            lo <= v <= hi for (lo, hi), v in zip(map(BOUNDS.__getitem__, metrics), values, strict=True)
+        ):
+            return None
+        hosts: list[Any] = [s.get("node") for s in samples]
+        distinct_hosts = set(hosts)
+        if only_node is not None:
+            if not distinct_hosts <= {only_node, None, ""}:
+                return None
+            if distinct_hosts != {only_node}:
+                hosts = [only_node] * n
+        elif not all(type(h) is str and h for h in distinct_hosts):
+            return None
+        raw_ts = [s.get("ts") for s in samples]
+        times = {raw: _parse_ts(raw, now) for raw in set(raw_ts)}
+        tss = [times[raw] for raw in raw_ts] if len(times) > 1 else [times[raw_ts[0]]] * n
+        cards = [s.get("card") or "" for s in samples]
+        refs_of = {}
+        for card in set(cards):
+            if type(card) is not str:
+                return None
+            refs_of[card] = card_ref_normalise(card)
+        refs = [refs_of[c] for c in cards]
+        labels = [s.get("labels") for s in samples]
+        if any(labels):
+            if not all(x is None or type(x) is dict for x in labels):
+                return None
+            ltexts = [labels_text(x) if x else "" for x in labels]
+        else:
+            ltexts = [""] * n
+    except (TypeError, ValueError, OverflowError):  # unhashable fields, bad times, huge integers
+        return None
+    keys = list(zip(hosts, refs, metrics, ltexts, strict=True))
+    return list(zip(keys, tss, values, map(_cache().get, keys), strict=True))
+
+
+def _samples_checked(
+    samples: Sequence[Mapping[str, Any]], only_node: str | None, now: dt.datetime
+) -> list[Item]:
+    """The careful pass: every sample checked on its own; raises IngestError with the reasons."""
     items: list[Item] = []
     append = items.append
     errors: list[str] = []
     known = METRICS
-    # a batch repeats a few times and cards many times: parse / normalise each distinct one once
     times: dict[str, dt.datetime] = {}
     refs: dict[str, str] = {}
     isfinite = math.isfinite
@@ -196,7 +288,7 @@ def telemetry_ingest_samples(
             if type(s) is not dict and not isinstance(s, Mapping):
                 raise ValueError(_("not an object"))
             metric = s.get("metric")
-            if metric not in known:
+            if type(metric) is not str or metric not in known:
                 raise ValueError(_("unknown metric %(m)r") % {"m": metric})
             host = s.get("node") or only_node
             if not host or type(host) is not str and not isinstance(host, str):
@@ -207,8 +299,15 @@ def telemetry_ingest_samples(
             vtype = type(value)
             if vtype is not float and (vtype is bool or not isinstance(value, int | float)):
                 raise ValueError(_("'value' must be a finite number"))
+            try:
+                value = float(value)
+            except OverflowError:
+                raise ValueError(_("'value' must be a finite number")) from None
             if not isfinite(value):
                 raise ValueError(_("'value' must be a finite number"))
+            lo, hi = BOUNDS[metric]
+            if not lo <= value <= hi:
+                raise ValueError(_implausible(metric, value))
             raw_ts = s.get("ts")
             if type(raw_ts) is str:
                 ts = times.get(raw_ts)
@@ -230,21 +329,24 @@ def telemetry_ingest_samples(
             else:
                 raise ValueError(_("'labels' must be an object"))
             key = (host, ref, metric, ltext)
-            append((key, ts, float(value), known_series(key)))
+            append((key, ts, value, known_series(key)))
         except ValueError as exc:
             errors.append(f"[{i}] {exc}")
             if len(errors) >= 20:
                 break
     if errors:
         raise IngestError(errors)
-    return _ingest(items, (), now=now, default_host=only_node)
+    return items
 
 
 def _parse_ts(raw: Any, now: dt.datetime) -> dt.datetime:
     if raw is None:
         return now
     if isinstance(raw, int | float) and not isinstance(raw, bool):
-        return dt.datetime.fromtimestamp(raw, tz=dt.UTC)
+        try:
+            return dt.datetime.fromtimestamp(raw, tz=dt.UTC)
+        except (OverflowError, OSError, ValueError):  # beyond what a datetime holds (e.g. 1e20)
+            raise ValueError(_("'ts' %(v)s is out of range") % {"v": str(raw)[:40]}) from None
     if isinstance(raw, str):
         try:
             ts = dt.datetime.fromisoformat(raw)
@@ -266,13 +368,16 @@ def _ingest(
         _check_window(items, lo, hi, now)
         first, last = lo.astimezone(dt.UTC).date(), hi.astimezone(dt.UTC).date()
         days = [first + dt.timedelta(days=d) for d in range((last - first).days + 1)]
+    args = (items, parsed_events, days)
     if connection.in_atomic_block:  # inside the caller's transaction: a savepoint guards the COPY
-        return _ingest_atomic(items, parsed_events, days, now=now, default_host=default_host, nested=True)
+        return _ingest_atomic(*args, now=now, default_host=default_host, nested=True)
     try:
-        return _ingest_atomic(items, parsed_events, days, now=now, default_host=default_host)
+        return _ingest_atomic(*args, now=now, default_host=default_host)
     except storage.PartitionMissing:  # dropped since this process checked: the batch is retried once
         storage.partitions_forget()
-        return _ingest_atomic(items, parsed_events, days, now=now, default_host=default_host)
+        return _ingest_atomic(*args, now=now, default_host=default_host)
+    except storage.SamplesRepeated:  # some were stored before (an agent resending): merge them
+        return _ingest_atomic(*args, now=now, default_host=default_host, merge=True)
 
 
 def _ingest_atomic(
@@ -283,8 +388,9 @@ def _ingest_atomic(
     now: dt.datetime,
     default_host: str | None,
     nested: bool = False,
+    merge: bool = False,
 ) -> IngestReport:
-    from monitoring.services.alerts import alert_rules_by_metric, alerts_evaluate
+    from monitoring.services.alerts import alert_rules_by_metric, alerts_evaluate, alerts_plan
 
     report = IngestReport()
     with transaction.atomic():
@@ -296,58 +402,107 @@ def _ingest_atomic(
             if missing:
                 fresh.update(_resolve_series(missing, report))
             items = [*items, *derived]
+        if fresh:
+            items = [it if it[3] is not None else (it[0], it[1], it[2], fresh[it[0]]) for it in items]
+        sids = [it[3][0] for it in items]  # type: ignore[index]  # every item has its series now
+        tss = [it[1] for it in items]
+        if len(set(zip(sids, tss, strict=True))) < len(items):
+            items, sids, tss = _first_of_each(items, sids, tss, report)
+        values = [it[2] for it in items]
+        if items:
+            stored = _samples_store(
+                list(zip(tss, sids, values, strict=True)), days, nested=nested, merge=merge
+            )
+            if stored is not None and len(stored) < len(items):  # the rest were stored before
+                keep = [i for i, pair in enumerate(zip(sids, tss, strict=True)) if pair in stored]
+                report.duplicates += len(items) - len(keep)
+                items = [items[i] for i in keep]
+                sids, tss, values = [sids[i] for i in keep], [tss[i] for i in keep], [values[i] for i in keep]
+        report.stored = len(items)
+        # the newest point of each series (one time per batch is the common case)
+        if len(set(tss)) <= 1:
+            latest = dict(zip(sids, zip(tss, values, strict=True), strict=True))
+        else:
+            latest = {}
+            for sid, ts, value in zip(sids, tss, values, strict=True):
+                prev = latest.get(sid)
+                if prev is None or prev[0] < ts:
+                    latest[sid] = (ts, value)
+        metrics = {it[0][2] for it in items}
         rule_metrics = alert_rules_by_metric()
-        rows: list[storage.SampleRow] = []
-        add = rows.append
-        latest: dict[int, tuple[int, dt.datetime, float]] = {}
         series: dict[int, SeriesMeta] = {}
-        stateful: list[tuple[int, Item]] = []
         watched: dict[int, list[tuple[dt.datetime, float]]] = {}
-        for item in items:
-            key, ts, value, info = item
-            if info is None:
-                info = fresh[key]
-            sid = info[0]
-            add((ts, sid, value))
-            prev = latest.get(sid)
-            if prev is None:
-                latest[sid] = (sid, ts, value)
-                series[sid] = (key[2], key[1], key[3], info[1], info[2])
-            elif prev[1] <= ts:
-                latest[sid] = (sid, ts, value)
-            metric = key[2]
-            if metric in rule_metrics:
-                watched.setdefault(sid, []).append((ts, value))
-            if metric in STATEFUL_METRICS:
-                stateful.append((sid, item))
-        if rows:
-            storage.partitions_ensure(days)
-            day = days[0] if len(days) == 1 else None
-            if nested:
-                try:
-                    with transaction.atomic():
-                        storage.samples_write(rows, day)
-                except storage.PartitionMissing:
-                    storage.partitions_forget()
-                    storage.partitions_ensure(days)
-                    storage.samples_write(rows, day)
-            else:
-                storage.samples_write(rows, day)
+        stateful: list[tuple[int, Item]] = []
+        if not metrics.isdisjoint(rule_metrics) or not metrics.isdisjoint(STATEFUL_METRICS):
+            for item in items:
+                key, ts, value, info = item
+                metric = key[2]
+                if metric in rule_metrics:
+                    sid = info[0]  # type: ignore[index]
+                    watched.setdefault(sid, []).append((ts, value))
+                    series[sid] = (metric, key[1], key[3], info[1], info[2])  # type: ignore[index]
+                if metric in STATEFUL_METRICS:
+                    stateful.append((info[0], item))  # type: ignore[index]
         events = _store_events([*parsed_events, *_derived_events(stateful)], default_host)
-        report.stored = len(rows)
         report.events = len(events)
-        # before the latest values move: stall rules compare with the previous value
-        alert_ids = alerts_evaluate({sid: series[sid] for sid in watched}, watched, events, now=now)
-        storage.latest_upsert(list(latest.values()))
+        # what the alert rules need is read as of before the latest values move (stall rules
+        # compare with the previous value), in the latest-value upsert's round trip
+        plan = alerts_plan(series)
+        read = storage.latest_upsert(
+            [(sid, ts, value) for sid, (ts, value) in latest.items()], reads=plan.reads
+        )
+        alert_ids = alerts_evaluate(series, watched, events, now=now, plan=plan, read=read)
         report.alert_ids = sorted(alert_ids)
-        node_ids = {m[3] for m in series.values()} | {e.node_id for e in events}
-        card_ids = {m[4] for m in series.values() if m[4] is not None}
+        node_ids = {it[3][1] for it in items} | {e.node_id for e in events}  # type: ignore[index]
+        card_ids = {it[3][2] for it in items} - {None}  # type: ignore[index]
         transaction.on_commit(
             lambda: telemetry_ingested.send(
                 sender=Series, node_ids=node_ids, card_ids=card_ids, alert_ids=set(alert_ids)
             )
         )
     return report
+
+
+def _first_of_each(
+    items: Sequence[Item], sids: list[int], tss: list[dt.datetime], report: IngestReport
+) -> tuple[list[Item], list[int], list[dt.datetime]]:
+    """One sample per (series, ts) in a batch: the first one wins (as in the store)."""
+    seen: set[tuple[int, dt.datetime]] = set()
+    keep: list[int] = []
+    for i, pair in enumerate(zip(sids, tss, strict=True)):
+        if pair not in seen:
+            seen.add(pair)
+            keep.append(i)
+    report.duplicates += len(items) - len(keep)
+    return [items[i] for i in keep], [sids[i] for i in keep], [tss[i] for i in keep]
+
+
+def _samples_store(
+    rows: list[storage.SampleRow], days: list[dt.date], *, nested: bool, merge: bool
+) -> set[tuple[int, dt.datetime]] | None:
+    """COPY the batch; ``None`` when all rows were written. ``merge`` (or a repeat met inside the
+    caller's transaction): write only the rows not stored yet and return the (series, ts) written."""
+    storage.partitions_ensure(days)
+    day = days[0] if len(days) == 1 else None
+    if merge:
+        return storage.samples_merge(rows)
+    if not nested:
+        storage.samples_write(rows, day)  # a repeat aborts the transaction: _ingest merges
+        return None
+    try:
+        with transaction.atomic():
+            storage.samples_write(rows, day)
+    except storage.PartitionMissing:
+        storage.partitions_forget()
+        storage.partitions_ensure(days)
+        try:
+            with transaction.atomic():
+                storage.samples_write(rows, day)
+        except storage.SamplesRepeated:
+            return storage.samples_merge(rows)
+    except storage.SamplesRepeated:
+        return storage.samples_merge(rows)
+    return None
 
 
 def _check_window(items: Sequence[Item], lo: dt.datetime, hi: dt.datetime, now: dt.datetime) -> None:

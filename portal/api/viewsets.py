@@ -68,12 +68,20 @@ class PortalModelViewSet(viewsets.ModelViewSet):
             getattr(saved, key).set(value)
         return saved
 
+    def reread(self, instance: models.Model) -> models.Model:
+        """The written row as GET returns it: through the selector, with its annotations (counts)."""
+        return self.get_queryset().get(pk=instance.pk)
+
     def perform_create(self, serializer: serializers.BaseSerializer) -> None:
-        serializer.instance = self.perform_write(self.build_instance(dict(serializer.validated_data)))
+        serializer.instance = self.reread(
+            self.perform_write(self.build_instance(dict(serializer.validated_data)))
+        )
 
     def perform_update(self, serializer: serializers.BaseSerializer) -> None:
-        serializer.instance = self.perform_write(
-            self.build_instance(dict(serializer.validated_data), instance=serializer.instance)
+        serializer.instance = self.reread(
+            self.perform_write(
+                self.build_instance(dict(serializer.validated_data), instance=serializer.instance)
+            )
         )
 
     def perform_destroy(self, instance: models.Model) -> None:
@@ -97,5 +105,6 @@ class PortalModelViewSet(viewsets.ModelViewSet):
             if any(errors):
                 transaction.set_rollback(True)
                 return Response(errors, status=status.HTTP_400_BAD_REQUEST)
-        out = self.get_serializer(created, many=True)
+        rows = self.get_queryset().in_bulk([obj.pk for obj in created])
+        out = self.get_serializer([rows[obj.pk] for obj in created], many=True)
         return Response(out.data, status=status.HTTP_201_CREATED)

@@ -197,10 +197,10 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
+        "portal.api.filtering.FilterBackend",
         "rest_framework.filters.OrderingFilter",
     ],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "portal.api.schema.PortalAutoSchema",
     "EXCEPTION_HANDLER": "portal.api.exceptions.exception_handler",
 }
 
@@ -216,8 +216,27 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
+        "portal.api.schema.postprocess_empty_query_values",
         "portal.api.schema.infrastructure_fields_optional",
     ],
+    # the contract is JSON
+    "PARSER_WHITELIST": ["rest_framework.parsers.JSONParser"],
+    # one stable name per choice set (drf-spectacular would otherwise hash colliding `kind` fields)
+    "ENUM_NAME_OVERRIDES": {
+        "ActionKindEnum": "jobs.models.ActionKind",
+        "ActionStatusEnum": "jobs.models.ActionStatus",
+        "AuditActionEnum": "portal.models.AuditEntry.Action",
+        "AirflowEnum": "inventory.choices.Airflow",
+        "PortKindEnum": "inventory.choices.PortKind",
+        "CableKindEnum": "inventory.choices.CableKind",
+        "PowerConnectorEnum": "inventory.choices.LeadKind",
+        "SeverityEnum": "monitoring.models.Event.Severity",
+        "CheckStatusEnum": "inventory.api.shapes.CheckStatus",
+        "FindingSeverityEnum": "inventory.api.shapes.FindingSeverity",
+        "ReadinessStatusEnum": "inventory.models.readiness.ReadinessStatus",
+        "ReadinessKeyEnum": "inventory.models.readiness.ReadinessKey",
+        "ReadinessSourceEnum": "inventory.models.readiness.ReadinessCheck.Source",
+    },
 }
 
 CHANNEL_LAYERS = {
@@ -319,6 +338,8 @@ PORTAL_TELEMETRY_1M_RETENTION_DAYS = env_int("PORTAL_TELEMETRY_1M_RETENTION_DAYS
 PORTAL_TELEMETRY_1H_RETENTION_DAYS = env_int("PORTAL_TELEMETRY_1H_RETENTION_DAYS", 0)  # 0 = forever
 PORTAL_TELEMETRY_PARTITIONS_AHEAD_DAYS = env_int("PORTAL_TELEMETRY_PARTITIONS_AHEAD_DAYS", 3)
 PORTAL_TELEMETRY_MAX_FUTURE_S = env_int("PORTAL_TELEMETRY_MAX_FUTURE_S", 3600)
+# largest ingest body (bytes); larger ones get 413 with the limit
+PORTAL_TELEMETRY_MAX_BODY_BYTES = env_int("PORTAL_TELEMETRY_MAX_BODY_BYTES", 8 * 1024 * 1024)
 PORTAL_TELEMETRY_PULL_INTERVAL_S = env_int("PORTAL_TELEMETRY_PULL_INTERVAL_S", 30)
 PORTAL_TELEMETRY_PULL_CONCURRENCY = env_int("PORTAL_TELEMETRY_PULL_CONCURRENCY", 16)
 PORTAL_TELEMETRY_PULL_TIMEOUT_S = env_int("PORTAL_TELEMETRY_PULL_TIMEOUT_S", 20)

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from jobs.cluster import SlurmOutputError
+from jobs.cluster import CommandResult, RetryableError, SlurmOutputError, SlurmReportedError, TerminalError
+from jobs.cluster.slurm import classify_failure, classify_output_error
 from jobs.cluster.slurm_parsers import (
     decode_wait_status,
     expand_output_pattern,
@@ -23,10 +24,12 @@ from jobs.cluster.slurm_parsers import (
     parse_sinfo_json,
     parse_slurm_duration,
     parse_squeue_json,
+    slurm_error_numbers,
     slurm_errors,
     slurm_number,
     slurm_timestamp,
     slurm_version,
+    slurm_warnings,
 )
 
 Text = Callable[[str], str]
@@ -289,8 +292,156 @@ def test_sacct_json(fixture_text: Text) -> None:
     assert (k.state, k.exit_code, k.time_limit_minutes) == ("COMPLETED", 4, 60)
 
 
-def test_sacct_disabled_message(fixture_text: Text) -> None:
-    assert fixture_text("sacct_disabled.stderr").strip() == "Slurm accounting storage is disabled"
+def _result(argv: str, exit_code: int, stdout: str = "", stderr: str = "") -> CommandResult:
+    return CommandResult(
+        argv=tuple(argv.split()), exit_code=exit_code, stdout=stdout, stderr=stderr, duration=0.0
+    )
+
+
+def test_sacct_without_accounting_is_a_terminal_error_with_slurms_message(fixture_text: Text) -> None:
+    # recorded: sacct exits 1 with this text when there is no slurmdbd; retrying will not help
+    res = _result("sacct --json -j 1", 1, stderr=fixture_text("sacct_disabled.stderr"))
+    err = classify_failure(res, "sacct")
+    assert type(err) is TerminalError
+    assert (str(err), err.slurm_message, err.result) == (
+        "sacct: Slurm accounting storage is disabled",
+        "Slurm accounting storage is disabled",
+        res,
+    )
+
+
+# ------------------------------------------------------------------ a controller that is down
+
+
+@pytest.mark.parametrize(
+    ("name", "parse"),
+    [("sinfo_down_v0.0.38.json", parse_sinfo_json), ("squeue_down_v0.0.38.json", parse_squeue_json)],
+)
+def test_recorded_outage_listing_is_an_error_not_an_empty_cluster(
+    fixture_text: Text, name: str, parse
+) -> None:
+    # recorded with slurmctld stopped: exit 0, an EMPTY list and "errors" beside it
+    doc = json.loads(fixture_text(name))
+    assert doc.get("nodes", doc.get("jobs")) == []
+    with pytest.raises(SlurmReportedError) as caught:
+        parse(fixture_text(name))
+    expected = (
+        "Unspecified error"
+        if name.startswith("sinfo")
+        else "Failed while looking for jobs: Unspecified error"
+    )
+    assert (str(caught.value), caught.value.errors, caught.value.error_numbers) == (
+        f"Slurm reported: {expected}",
+        (expected,),
+        (-1,),
+    )
+
+
+def test_recorded_outage_is_retryable_for_the_backend(fixture_text: Text) -> None:
+    for name, what in (("sinfo_down_v0.0.38.json", "sinfo"), ("squeue_down_v0.0.38.json", "squeue")):
+        res = _result(f"{what} --json", 0, stdout=fixture_text(name))
+        with pytest.raises(SlurmReportedError) as caught:
+            parse_squeue_json(res.stdout) if what == "squeue" else parse_sinfo_json(res.stdout)
+        err = classify_output_error(caught.value, res, what)
+        assert type(err) is RetryableError and err.result is res
+        assert str(err).startswith(f"{what}: Slurm reported: ")
+    # scontrol with the controller down exits 1 (recorded stderr)
+    res = _result("scontrol show partition -o", 1, stderr=fixture_text("scontrol_down.stderr"))
+    err = classify_failure(res, "scontrol show partition")
+    assert type(err) is RetryableError
+    assert str(err) == (
+        "scontrol show partition: slurm_load_partitions error: Unable to contact slurm controller (connect failure)"
+    )
+
+
+def _error_doc(key: str, error: dict, *, version: dict | None = None, records: list | None = None) -> dict:
+    doc: dict = {"errors": [error], "warnings": []}
+    if version is not None:
+        doc["meta"] = version
+    doc[key] = records if records is not None else []
+    return doc
+
+
+V38 = {"Slurm": {"version": {"major": 22, "minor": 5, "micro": 8}}}
+V41 = {"slurm": {"version": {"major": "24", "minor": "11", "micro": "4"}}}
+DOWN41 = {
+    "description": "Unable to query jobs",
+    "source": "slurm_load_jobs()",
+    "error": "Unable to contact slurm controller (connect failure)",
+    "error_number": 1007,
+}
+
+
+@pytest.mark.parametrize(
+    ("key", "parse", "version", "error"),
+    [
+        ("nodes", parse_sinfo_json, V38, {"error": "Unspecified error", "errno": -1}),
+        ("jobs", parse_squeue_json, V38, {"error": "Unspecified error", "error_number": -1}),
+        ("jobs", parse_sacct_json, V38, {"error": "Unspecified error", "error_number": -1}),
+        ("nodes", parse_sinfo_json, V41, DOWN41),
+        ("sinfo", parse_sinfo_json, V41, DOWN41),
+        ("jobs", parse_squeue_json, V41, DOWN41),
+        ("jobs", parse_sacct_json, V41, DOWN41),
+    ],
+)
+def test_errors_beside_a_list_raise_for_every_command_and_version(key, parse, version, error) -> None:
+    # even beside records: a listing that Slurm says is wrong is never believed
+    for records in ([], [{"name": "node1", "job_id": 1}]):
+        doc = _error_doc(key, error, version=version, records=records)
+        with pytest.raises(SlurmReportedError) as caught:
+            parse(json.dumps(doc))
+        number = error.get("error_number", error.get("errno"))
+        assert caught.value.error_numbers == (number,)
+        assert caught.value.errors == tuple(slurm_errors(doc))
+        res = _result("x --json", 0, stdout=json.dumps(doc))
+        assert type(classify_output_error(caught.value, res, "x")) is RetryableError
+
+
+def test_an_error_that_is_not_an_outage_is_terminal() -> None:
+    doc = {"errors": [{"error": "Invalid job id specified", "error_number": 2017}], "jobs": []}
+    res = _result("squeue --json", 0, stdout=json.dumps(doc))
+    with pytest.raises(SlurmReportedError) as caught:
+        parse_squeue_json(res.stdout)
+    err = classify_output_error(caught.value, res, "squeue")
+    assert isinstance(err, SlurmReportedError) and isinstance(err, TerminalError)
+    assert (str(err), err.slurm_message, err.result) == (
+        "squeue: Slurm reported: Invalid job id specified",
+        "Invalid job id specified",
+        res,
+    )
+
+
+def test_text_instead_of_json_is_classified_by_what_it_says() -> None:
+    down = _result(
+        "squeue --json",
+        0,
+        stdout="slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n",
+    )
+    with pytest.raises(SlurmOutputError) as caught:
+        parse_squeue_json(down.stdout)
+    err = classify_output_error(caught.value, down, "squeue")
+    assert type(err) is RetryableError
+    assert str(err) == "squeue: slurm_load_jobs error: Unable to contact slurm controller (connect failure)"
+    garbage = _result("squeue --json", 0, stdout="hello")
+    with pytest.raises(SlurmOutputError) as caught:
+        parse_squeue_json(garbage.stdout)
+    err = classify_output_error(caught.value, garbage, "squeue")
+    assert type(err) is SlurmOutputError and str(err).startswith("squeue: Slurm output is not JSON")
+
+
+def test_warnings_are_kept_but_are_not_errors() -> None:
+    doc = {
+        "meta": V41,
+        "errors": [],
+        "warnings": [
+            {"description": "Node node9 not found in any partition", "source": "sinfo"},
+            "plain text",
+        ],
+        "nodes": [{"name": "node1", "state": ["IDLE"]}],
+    }
+    assert [n.name for n in parse_sinfo_json(doc)] == ["node1"]
+    assert slurm_warnings(doc) == ["Node node9 not found in any partition", "plain text"]
+    assert slurm_errors(doc) == [] and slurm_error_numbers(doc) == []
 
 
 # ------------------------------------------------------------------ sbatch & helpers

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.lab import skip_or_fail
+
 ROOT = Path(__file__).resolve().parents[2]
 PO = ROOT / "locale" / "zh_Hans" / "LC_MESSAGES" / "django.po"
 
@@ -50,7 +52,7 @@ def test_every_message_is_translated_and_the_committed_mo_matches_the_po(tmp_pat
     assert untranslated == []
     assert "#, fuzzy" not in text
     if shutil.which("msgfmt") is None:
-        pytest.skip("gettext is not installed")
+        skip_or_fail("gettext (msgfmt) is not installed: apt-get install gettext")
     fresh = tmp_path / "django.mo"
     subprocess.run(["msgfmt", "--check", "-o", str(fresh), str(PO)], check=True, capture_output=True)
     with fresh.open("rb") as a, PO.with_suffix(".mo").open("rb") as b:

@@ -1,6 +1,7 @@
 """End to end in headless Chromium: a researcher logs in, submits from a template and sees the job.
 
-Runs on the loopback Slurm lab when it is up (scripts/slurm-lab/start.sh), else on a simulator cluster.
+Runs on the loopback Slurm lab when it is up (scripts/slurm-lab/start.sh), else on a simulator cluster;
+under CI=true always on the lab (a missing lab fails the test).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.clusters import lab_cluster_create
-from tests.lab import LAB_DIR, read_lab_env
+from tests.lab import LAB_DIR, ensure_lab, in_ci
 
 CHROMIUM = "/usr/bin/chromium"
 LAB_ENV = LAB_DIR / "env"
@@ -48,8 +49,8 @@ def _cluster():
     from inventory.models import Card, CardModel, Cluster, Node
     from jobs.sync import cluster_sync
 
-    if LAB_ENV.exists():
-        cluster = lab_cluster_create(read_lab_env(LAB_ENV), name="lab-e2e")
+    if LAB_ENV.exists() or in_ci():  # under CI=true the lab is required, never swapped for the simulator
+        cluster = lab_cluster_create(ensure_lab(), name="lab-e2e")
     else:
         cluster = Cluster.objects.create(name="sim-e2e", backend=Cluster.Backend.SIMULATOR)
     model = CardModel.objects.create(vendor="Fake", name="fake-e2e", tdp_w=100)

@@ -7,6 +7,7 @@ from django.core.management import call_command
 
 from inventory.models import Cable, Card, Cluster, Node, Port, PowerLead
 from portal.models import AuditEntry
+from tests.text import page_text
 
 PAGES = [
     "sites",
@@ -70,9 +71,27 @@ def test_detail_pages_and_rack_elevation(client: Any, admin_user: Any) -> None:
     res = client.get(f"/inventory/racks/{rack.pk}/")
     assert res.status_code == 200
     assert f'id="rack-node-{rig.pk}"'.encode() in res.content
-    for model, url in ((Card, "cards"), (Cable, "cables"), (Cluster, "clusters")):
-        obj = model.objects.first()
-        assert client.get(f"/inventory/{url}/{obj.pk}/").status_code == 200
+    card = Card.objects.select_related("node", "card_model").get(node=rig, slot="A")
+    text = page_text(client.get(f"/inventory/cards/{card.pk}/"))
+    assert text.startswith(
+        f"Card rig01/A Edit Delete Node rig01 Model {card.card_model} Slot A Status Active"
+    )
+    cable = Cable.objects.get(label="A1-B1")
+    text = page_text(client.get(f"/inventory/cables/{cable.pk}/"))
+    assert text.startswith("Cable A1-B1 Edit Delete A end rig01/A QSFP1 B end rig01/B QSFP1 Kind QSFP-DD DAC")
+    cluster = rig.cluster
+    text = page_text(client.get(f"/inventory/clusters/{cluster.pk}/"))
+    assert text.startswith(f"Cluster {cluster.name} Edit Delete Site {cluster.site} Backend Simulator (demo)")
+    rows = [
+        " ".join([n.hostname, n.get_role_display(), n.get_status_display(), n.slurm_state or "—"])
+        + (f" {n.slurm_reason}" if n.slurm_reason else "")
+        + f" {n.cards.count()}"
+        for n in cluster.nodes.all()
+    ]
+    assert len(rows) >= 2
+    assert all(
+        f" {row}" in text.split("Nodes Hostname Role Status Slurm state Reason Cards", 1)[1] for row in rows
+    )
 
 
 def test_form_create_validates_inline_and_writes_nothing_on_error(

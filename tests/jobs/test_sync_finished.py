@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 from inventory.models import Cluster
 from jobs.backends import cluster_backend
-from jobs.cluster import JobInfo, JobSpec, RetryableError, SimulatedCluster
+from jobs.cluster import JobInfo, JobSpec, RetryableError, SimulatedCluster, TerminalError
 from jobs.models import Job, JobTransition
 from jobs.sync import cluster_sync, reconcile
 from tests.clusters import lab_cluster_create, make_nodes
@@ -106,9 +106,10 @@ def test_only_vanished_jobs_are_looked_up_and_the_rest_become_unknown(
     assert backend.asked == [[2, 3]]
 
 
-def test_a_failed_lookup_falls_back_to_unknown(
+def test_a_lookup_that_cannot_reach_slurm_leaves_the_job_until_it_can(
     sim_cluster: Cluster, sim: SimulatedCluster, caplog: Any
 ) -> None:
+    # given a running job that the queue no longer lists, and accounting unreachable
     reconcile(sim_cluster, nodes=[], jobs=[_job(5)])
     backend = _Forgetful(sim)
     backend.list_jobs = lambda **kw: []  # type: ignore[method-assign]
@@ -119,7 +120,40 @@ def test_a_failed_lookup_falls_back_to_unknown(
     backend.list_finished_jobs = down  # type: ignore[method-assign]
     with caplog.at_level(logging.WARNING, logger="jobs.sync"):
         result = cluster_sync(sim_cluster, backend=backend)  # type: ignore[arg-type]
-    assert result.ok
+    # then the job is left as it was (no transition), and the sync says why
+    assert (result.ok, result.transitions, result.job_ids) == (True, 0, [])
+    assert _rows(sim_cluster)[5] == ("RUNNING", None, None)
+    assert JobTransition.objects.filter(job__job_id=5).count() == 1  # its creation only
+    assert "final state of 1 jobs not read yet" in caplog.text
+    sim_cluster.refresh_from_db()
+    assert sim_cluster.last_sync_warnings == (
+        "final state of 1 jobs not read yet: Unable to contact slurm controller"
+    )
+    # and once accounting answers, the job is completed from it with one transition
+    end = datetime(2026, 11, 30, 9, 30, tzinfo=UTC)
+    backend = _Forgetful(sim, records=[_job(5, "COMPLETED", exit_code=0, end_time=end)])
+    backend.list_jobs = lambda **kw: []  # type: ignore[method-assign]
+    result = cluster_sync(sim_cluster, backend=backend)  # type: ignore[arg-type]
+    assert (result.ok, result.transitions) == (True, 1)
+    assert _rows(sim_cluster)[5] == ("COMPLETED", 0, end)
+    sim_cluster.refresh_from_db()
+    assert sim_cluster.last_sync_warnings == ""
+
+
+def test_a_terminal_lookup_failure_falls_back_to_unknown(
+    sim_cluster: Cluster, sim: SimulatedCluster, caplog: Any
+) -> None:
+    reconcile(sim_cluster, nodes=[], jobs=[_job(5)])
+    backend = _Forgetful(sim)
+    backend.list_jobs = lambda **kw: []  # type: ignore[method-assign]
+
+    def disabled(job_ids: list[int]) -> list[JobInfo]:
+        raise TerminalError("sacct: Slurm accounting storage is disabled")
+
+    backend.list_finished_jobs = disabled  # type: ignore[method-assign]
+    with caplog.at_level(logging.WARNING, logger="jobs.sync"):
+        result = cluster_sync(sim_cluster, backend=backend)  # type: ignore[arg-type]
+    assert (result.ok, result.transitions) == (True, 1)
     assert _rows(sim_cluster)[5][0] == "UNKNOWN"
     assert "final state of 1 vanished jobs unavailable" in caplog.text
 

@@ -237,6 +237,7 @@ time.sleep(1.0)  # the flusher sends the last push
 """
 
 
+@pytest.mark.slurm
 def test_a_submitted_job_appears_and_changes_state_on_my_jobs_without_a_reload(
     browser_page: Any, slurm_lab: dict[str, str], tmp_path: Path
 ) -> None:

@@ -16,6 +16,7 @@ from rest_framework.test import APIClient
 from monitoring import services
 from monitoring.models import Alert, AlertRule, AlertState, LatestValue
 from tests.monitoring.conftest import H100_UUIDS
+from tests.text import page_text
 
 pytestmark = pytest.mark.django_db
 T0 = timezone.now().replace(microsecond=0) - dt.timedelta(hours=1)
@@ -238,7 +239,11 @@ def test_alert_pages_list_and_acknowledge(
     assert resp.status_code == 204
     alert.refresh_from_db()
     assert alert.acknowledged_by == operator_user
-    assert client.get("/monitoring/alert-rules/").status_code == 200
+    rules = page_text(client.get("/monitoring/alert-rules/"))
+    names = list(AlertRule.objects.order_by("name").values_list("name", flat=True))
+    assert rules.startswith(f"Alert rules {len(names)} results Name Kind Metric / event Scope Condition")
+    assert [rules.find(f" {n} ") > 0 for n in names] == [True] * len(names)
+    assert "GPU temperature above 85 °C Threshold temperature_c Each card > 85 60 Critical ✓" in rules
 
 
 def test_a_rule_may_drain_the_node_through_the_cluster_layer(

@@ -65,6 +65,7 @@ def _cluster(inv: Any, lab: dict[str, str]) -> Any:
     )
 
 
+@pytest.mark.slurm
 @pytest.mark.django_db(transaction=True)
 def test_pull_runs_the_tools_over_ssh_on_each_node_and_ingests(
     inv: Any, tool_dir: Path, settings: Any, lab: dict[str, str]
@@ -84,6 +85,7 @@ def test_pull_runs_the_tools_over_ssh_on_each_node_and_ingests(
     assert Series.objects.filter(node__hostname="rig01", metric="heartbeat").count() == 4
 
 
+@pytest.mark.slurm
 @pytest.mark.django_db(transaction=True)
 def test_a_failing_tool_is_reported_and_the_other_nodes_still_collected(
     inv: Any, tool_dir: Path, settings: Any, lab: dict[str, str]
@@ -101,6 +103,7 @@ def test_a_failing_tool_is_reported_and_the_other_nodes_still_collected(
     assert report.stored == 192
 
 
+@pytest.mark.slurm
 @pytest.mark.django_db(transaction=True)
 def test_a_wrong_host_key_stops_ssh_collection_with_a_clear_error(
     inv: Any, settings: Any, lab: dict[str, str]

@@ -100,7 +100,7 @@ def test_a_failure_while_writing_rolls_back_the_whole_batch(inv: Any, monkeypatc
     inv.node("gpu01")
     now = timezone.now()
 
-    def boom(rows: Any) -> None:
+    def boom(rows: Any, **kw: Any) -> None:
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(storage, "latest_upsert", boom)

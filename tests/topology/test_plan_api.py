@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 
 from inventory.choices import CableStatus
-from inventory.models import Cable, Fabric
+from inventory.models import Cable, CableTermination, Fabric
 from inventory.topology.data import fabric_check
 from portal.models import AuditEntry
+from tests.text import page_text
 
 
 def make_fabric(api: Any, build: Any, template: str, n: int, params: dict | None = None) -> tuple[int, list]:
@@ -73,7 +74,15 @@ def test_star_plan_from_nodes(api: Any, build: Any) -> None:
     ]
     assert api.post(f"/api/inventory/fabrics/{pk}/plan/").status_code == 201
     assert api.get(f"/api/inventory/fabrics/{pk}/check/").json()["findings"] == []
-    assert len(ports) == 4
+    # the planned cables join each host's ib0 to the next switch port; the fourth port stays free
+    ends = {}
+    for t in CableTermination.objects.select_related("port__node", "cable"):
+        ends.setdefault(t.cable_id, {})[t.port.node.hostname] = t.port.name
+    assert sorted(tuple(sorted(e.items())) for e in ends.values()) == sorted(
+        tuple(sorted({h.hostname: "ib0", switch.hostname: f"p{i}"}.items())) for i, h in enumerate(hosts, 1)
+    )
+    assert set(Cable.objects.values_list("status", flat=True)) == {CableStatus.PLANNED}
+    assert not CableTermination.objects.filter(port=ports[3]).exists()
 
 
 def test_plan_refuses_when_a_planned_port_is_cabled_and_writes_nothing(api: Any, build: Any) -> None:
@@ -148,5 +157,9 @@ def test_fabric_pages_render_drawing_findings_and_wiring_sheet(
     assert Cable.objects.count() == 6
     sheet = client.get(f"/inventory/fabrics/{pk}/wiring/").content.decode()
     assert "A.QSFP1-B.QSFP1" in sheet
-    assert client.get("/inventory/fabrics/").status_code == 200
-    assert client.get("/inventory/fabrics/add/").status_code == 200
+    listing = page_text(client.get("/inventory/fabrics/"))
+    assert "Fabrics Add 1 result Name Cluster Template Members Description" in listing
+    assert "f-mesh4-4 — 4-card full mesh (the guide's 6-cable port map) 4 —" in listing
+    form = page_text(client.get("/inventory/fabrics/add/"))
+    assert "Add fabric Name * Cluster --------- Template * --------- 4-card full mesh" in form
+    assert "Cards " + " ".join(str(c) for c in _cards) + " Labelled A, B, C … in node and slot order." in form

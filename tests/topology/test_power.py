@@ -9,6 +9,7 @@ import pytest
 
 from inventory import power
 from inventory.choices import LeadKind
+from tests.text import page_text
 
 pytestmark = pytest.mark.django_db
 
@@ -137,12 +138,30 @@ def test_budget_endpoints_and_pages(api: Any, client: Any, admin_user: Any, buil
     assert api.get(f"/api/inventory/power-feeds/{feed.pk}/budget/").json()["scope"] == "feed"
     assert len(api.get(f"/api/inventory/nodes/{node.pk}/power/").json()["psus"]) == 1
     client.force_login(admin_user)
+    pages = []
     for url in (
         f"/inventory/psus/{psu.pk}/budget/",
         f"/inventory/power-feeds/{feed.pk}/budget/",
         f"/inventory/nodes/{node.pk}/power/?card_model={_cards[0].card_model_id}&count=1",
     ):
-        assert client.get(url).status_code == 200, url
+        page = client.get(url)
+        assert page.status_code == 200, url
+        pages.append(page_text(page))
+    budget, feed_page, what_if = pages
+    psu_text = (
+        f"PSU {node.hostname} {psu.name} pass Capacity 1600 W · 20% headroom Usable 1280 W "
+        "Nameplate load 660 W (41.2% of capacity; margin 620 W) Wall draw 733 W"
+    )
+    feed_text = f"Feed {feed.name} pass Capacity 2944 W Usable 2944 W Nameplate load 733 W (24.9% of capacity; margin 2211 W)"
+    assert budget.startswith(f"Power budget: {psu.name} {psu_text}") and feed_text in budget
+    assert feed_page.startswith(f"Power budget: {feed.name} {psu_text}") and feed_text in feed_page
+    # the what-if adds one more 300 W card: 960 W on the PSU, still within its 1280 W
+    assert what_if.startswith(f"Power: {node.hostname}")
+    assert (
+        "Check The PSUs and feeds still hold. "
+        f"PSU {node.hostname} {psu.name} pass Capacity 1600 W · 20% headroom Usable 1280 W "
+        "Nameplate load 960 W (60.0% of capacity; margin 320 W)"
+    ) in what_if
 
 
 def test_budget_needs_the_view_permission(api_as: Any, make_user: Any, build: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -17,6 +18,11 @@ class Command(BaseCommand):
         parser.add_argument("--url", default="http://127.0.0.1:8000", help="the portal's base URL")
         parser.add_argument("--interval", type=float, default=10.0, help="seconds between rounds")
         parser.add_argument("--once", action="store_true", help="post one round and exit")
+        parser.add_argument(
+            "--heartbeat",
+            default="",
+            help="touch this file after every round whose posts all succeeded (the container's health check)",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         from portal.demo.feeder import Feeder, wait_ready
@@ -34,6 +40,8 @@ class Command(BaseCommand):
                 f"posted {len(statuses) - len(failed)}/{len(statuses)}"
                 + (f"; failed {failed}" if failed else "")
             )
+            if not failed and opts["heartbeat"]:
+                Path(opts["heartbeat"]).touch()
             if opts["once"]:
                 if failed:
                     raise CommandError(f"some posts failed: {failed}")
