@@ -19,7 +19,7 @@ class NodeStatus(models.TextChoices):
 
 
 class BMCKind(models.TextChoices):
-    NONE = "none", _("None")
+    NONE = "none", _("No BMC")
     IPMI = "ipmi", _("IPMI")
     REDFISH = "redfish", _("Redfish")
 

@@ -73,8 +73,10 @@ class NodeFilterSet(SearchFilterSet):
     role = df.MultipleChoiceFilter(choices=NodeRole.choices)
     status = df.MultipleChoiceFilter(choices=NodeStatus.choices)
     cluster_name = df.CharFilter(field_name="cluster__name", label=_("Cluster name"))
-    slurm_state = df.CharFilter(lookup_expr="icontains")
-    has_cards = df.BooleanFilter(field_name="cards", lookup_expr="isnull", exclude=True, distinct=True)
+    slurm_state = df.CharFilter(lookup_expr="icontains", label=_("Slurm state"))
+    has_cards = df.BooleanFilter(
+        field_name="cards", lookup_expr="isnull", exclude=True, distinct=True, label=_("Has cards")
+    )
 
     class Meta:
         model = Node
@@ -98,8 +100,8 @@ class PortTemplateFilterSet(SearchFilterSet):
 class CardFilterSet(SearchFilterSet):
     search_fields = ("serial", "pci_bus_id", "gpu_uuid", "slot", "node__hostname")
     status = df.MultipleChoiceFilter(choices=CardStatus.choices)
-    cluster = df.NumberFilter(field_name="node__cluster")
-    vendor = df.CharFilter(field_name="card_model__vendor", lookup_expr="iexact")
+    cluster = df.NumberFilter(field_name="node__cluster", label=_("Cluster"))
+    vendor = df.CharFilter(field_name="card_model__vendor", lookup_expr="iexact", label=_("Vendor"))
 
     class Meta:
         model = Card
@@ -108,7 +110,9 @@ class CardFilterSet(SearchFilterSet):
 
 class PortFilterSet(SearchFilterSet):
     kind = df.MultipleChoiceFilter(choices=PortKind.choices)
-    connected = df.BooleanFilter(field_name="termination", lookup_expr="isnull", exclude=True)
+    connected = df.BooleanFilter(
+        field_name="termination", lookup_expr="isnull", exclude=True, label=_("Connected")
+    )
 
     class Meta:
         model = Port
@@ -119,8 +123,8 @@ class CableFilterSet(SearchFilterSet):
     search_fields = ("label", "description")
     kind = df.MultipleChoiceFilter(choices=CableKind.choices)
     status = df.MultipleChoiceFilter(choices=CableStatus.choices)
-    node = df.NumberFilter(field_name="terminations__port__node", distinct=True)
-    card = df.NumberFilter(field_name="terminations__port__card", distinct=True)
+    node = df.NumberFilter(field_name="terminations__port__node", distinct=True, label=_("Node"))
+    card = df.NumberFilter(field_name="terminations__port__card", distinct=True, label=_("Card"))
 
     class Meta:
         model = Cable

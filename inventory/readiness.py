@@ -246,7 +246,8 @@ def readiness_list(node: Node) -> list[dict[str, Any]]:
                 "label": key.label,
                 "manual": key in MANUAL_KEYS,
                 "status": row.status if row else UNKNOWN.value,
-                "detail": row.detail if row else "",
+                # derived checks store their verdict in English: shown in the reader's language
+                "detail": _(row.detail) if row and row.detail else "",
                 "source": row.source if row else None,
                 "updated_by": row.updated_by.username if row and row.updated_by else None,
                 "updated_at": row.updated_at if row else None,

@@ -295,6 +295,7 @@ def seed_rig(models: dict[str, CardModel], chassis: dict[str, ChassisModel]) -> 
         )
     seed_rig_fabric(cluster, cards)
     seed_rig_readiness(rig)
+    seed_site_readiness(cluster)
     return cluster
 
 
@@ -393,6 +394,7 @@ def seed_pod(models: dict[str, CardModel], chassis: dict[str, ChassisModel]) -> 
                 pci_bus_id=f"0000:{bus}:00.0",
                 gpu_uuid=gpu_uuid(host, g),
                 driver_version="550.54.15",
+                firmware_version="96.00.61.00.01",  # the VBIOS nvidia-smi reports
             )
         for k in range(6):
             psu = _upsert(
@@ -420,6 +422,7 @@ def seed_pod(models: dict[str, CardModel], chassis: dict[str, ChassisModel]) -> 
                 nic, sw_port, kind=CableKind.INFINIBAND, length_m=Decimal("2"), label=f"{node.hostname}-ib"
             )
     seed_pod_fabric(cluster)
+    seed_site_readiness(cluster)
     return cluster
 
 
@@ -484,9 +487,11 @@ def seed_desk(models: dict[str, CardModel], chassis: dict[str, ChassisModel]) ->
             pci_bus_id="000f:01:00.0",
             gpu_uuid=gpu_uuid(host, 0),
             driver_version="580.95.05",
+            firmware_version="DGX OS 7 (SoC firmware bundle)",
         )
         psu = _upsert(PSU, {"node": node, "name": "adapter"}, feed=feed, capacity_w=240, efficiency_pct=90)
         _upsert(PowerLead, {"psu": psu, "name": "USB-C PD"}, kind=LeadKind.DC_BARREL, card=card)
+    seed_site_readiness(cluster)
     return cluster
 
 
@@ -536,6 +541,49 @@ def seed_rig_readiness(rig: Node) -> None:
     for key, status, detail in manual:
         _upsert(ReadinessCheck, {"node": rig, "key": key}, status=status, detail=detail, source="manual")
     readiness_evaluate(rig)
+
+
+def seed_site_readiness(cluster: Cluster) -> None:
+    """What a site records at install for every node: the BIOS switches (vendor defaults on a DGX; not
+    applicable to a GB10's integrated GPU or a host without accelerators) and the driver/firmware found
+    on the cards; then the derived checks."""
+    from inventory.readiness import readiness_evaluate
+
+    for node in Node.objects.filter(cluster=cluster).prefetch_related("cards__card_model"):
+        if ReadinessCheck.objects.filter(node=node, source="manual").exists():
+            continue  # recorded already (the rig's own notes, or an earlier seed)
+        cards = list(node.cards.all())
+        drivers = sorted({c.driver_version for c in cards if c.driver_version})
+        firmware = sorted({c.firmware_version for c in cards if c.firmware_version})
+        integrated = bool(cards) and all(c.card_model.name.endswith("GB10") for c in cards)
+        if not cards:
+            bios = "Not applicable: no accelerator cards"
+        elif integrated:
+            bios = "Not applicable: integrated GPU (no PCIe BAR)"
+        else:
+            bios = "Enabled (vendor BIOS default, checked at install)"
+        manual = [
+            ("above_4g_decoding", "pass", bios),
+            ("resizable_bar", "pass", bios),
+            ("pcie_aer_os_first", "pass", bios if not cards or integrated else "OS First (vendor default)"),
+            (
+                "driver_version",
+                "pass" if drivers or not cards else "unknown",
+                ", ".join(drivers)
+                if drivers
+                else ("Not applicable: no accelerator cards" if not cards else ""),
+            ),
+            (
+                "firmware_version",
+                "pass" if firmware or not cards else "unknown",
+                ", ".join(firmware)
+                if firmware
+                else ("Not applicable: no accelerator cards" if not cards else "not recorded yet"),
+            ),
+        ]
+        for key, status, detail in manual:
+            _upsert(ReadinessCheck, {"node": node, "key": key}, status=status, detail=detail, source="manual")
+        readiness_evaluate(node)
 
 
 def seed_pod_fabric(cluster: Cluster) -> Fabric:

@@ -93,7 +93,7 @@ def card_list() -> QuerySet[Card]:
 
 
 def port_list() -> QuerySet[Port]:
-    return Port.objects.select_related("node", "card__node", "termination")
+    return Port.objects.select_related("node", "card__node", "termination__cable")
 
 
 def _terminations() -> Prefetch[Any]:

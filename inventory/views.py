@@ -10,6 +10,7 @@ from django.utils.translation import gettext_lazy as _
 
 from inventory import filters, selectors
 from inventory import forms as f
+from inventory.choices import BMCKind
 from inventory.models import (
     PSU,
     Cable,
@@ -27,6 +28,7 @@ from inventory.readiness import node_readiness
 from inventory.services import cable_connect, cable_update, card_save
 from inventory.views_topology import readiness_badge
 from portal.roles import INFRASTRUCTURE_PERM
+from portal.templatetags.portal_format import ago, decimal_plain, money, number, percent, watts
 from portal.views.generic import Column, ObjectDeleteView, ObjectDetailView, ObjectEditView, ObjectListView
 
 # -- sites, clusters, racks -------------------------------------------------------------------
@@ -66,7 +68,7 @@ class ClusterListView(ObjectListView):
         Column(_("Backend"), "backend"),
         Column(_("Login host"), "ssh_host", perm=INFRASTRUCTURE_PERM),
         Column(_("Nodes"), "node_count"),
-        Column(_("Last sync"), "last_sync_ok_at"),
+        Column(_("Last sync"), "last_sync_ok_at", fmt=ago),
         Column(_("Sync error"), "last_sync_error", perm=INFRASTRUCTURE_PERM),
     ]
 
@@ -84,7 +86,7 @@ class ClusterView(ObjectDetailView):
         Column(_("Host key pinned"), render=lambda c: bool(c.ssh_host_key), perm=INFRASTRUCTURE_PERM),
         Column(_("Key path"), "ssh_key_path", perm=INFRASTRUCTURE_PERM),
         Column(_("SLURM_CONF on the login host"), "slurm_conf", perm=INFRASTRUCTURE_PERM),
-        Column(_("Last successful sync"), "last_sync_ok_at"),
+        Column(_("Last successful sync"), "last_sync_ok_at", fmt=ago),
         Column(_("Sync error"), "last_sync_error", perm=INFRASTRUCTURE_PERM),
         Column(_("Description"), "description"),
     ]
@@ -138,6 +140,17 @@ class RackView(ObjectDetailView):
 # -- nodes and cards -----------------------------------------------------------------------------
 
 
+def _bmc(node: Node) -> str | None:
+    """ "IPMI admin 10.0.0.5" or nothing at all (no "BMC None")."""
+    if node.bmc_kind == BMCKind.NONE and not node.bmc_address:
+        return None
+    return " ".join(p for p in (node.get_bmc_kind_display(), node.bmc_username, node.bmc_address) if p)
+
+
+def _gigabytes(value: Any) -> str:
+    return f"{number(value)} GB"
+
+
 class NodeListView(ObjectListView):
     model = Node
     queryset = selectors.node_list_with_readiness
@@ -171,14 +184,8 @@ class NodeView(ObjectDetailView):
         Column(_("Slurm name"), "effective_slurm_name"),
         Column(_("Slurm state"), "slurm_state"),
         Column(_("Slurm reason"), "slurm_reason"),
-        Column(
-            _("BMC"),
-            render=lambda n: " ".join(
-                p for p in (n.get_bmc_kind_display(), n.bmc_username, n.bmc_address) if p
-            ),
-            perm=INFRASTRUCTURE_PERM,
-        ),
-        Column(_("Purchase cost"), "purchase_cost"),
+        Column(_("BMC"), render=_bmc, perm=INFRASTRUCTURE_PERM),
+        Column(_("Purchase cost"), "purchase_cost", fmt=money),
         Column(_("Purchase date"), "purchase_date"),
         Column(_("Notes"), "notes"),
     ]
@@ -199,12 +206,12 @@ class CardModelListView(ObjectListView):
     columns = [
         Column(_("Vendor"), "vendor", order_by="vendor"),
         Column(_("Model"), "name", link=True, order_by="name"),
-        Column(_("Memory (GB)"), "memory_gb"),
-        Column(_("Memory"), "memory_type"),
+        Column(_("Memory"), "memory_gb", fmt=_gigabytes),
+        Column(_("Memory type"), "memory_type"),
         Column(_("FP8 TFLOPS"), "tflops_fp8"),
         Column(_("FP16 TFLOPS"), "tflops_fp16"),
-        Column(_("TDP (W)"), "tdp_w", order_by="tdp_w"),
-        Column(_("Price"), "list_price"),
+        Column(_("TDP"), "tdp_w", order_by="tdp_w", fmt=watts),
+        Column(_("Price"), "list_price", fmt=money),
         Column(_("Cooling"), "cooling"),
         Column(_("Cards"), "card_count"),
     ]
@@ -215,12 +222,12 @@ class CardModelView(ObjectDetailView):
     queryset = selectors.card_model_list
     fields = [
         Column(_("Vendor"), "vendor"),
-        Column(_("Memory"), render=lambda m: f"{m.memory_gb} GB {m.memory_type}"),
+        Column(_("Memory"), render=lambda m: f"{_gigabytes(m.memory_gb)} {m.memory_type}"),
         Column(_("FP8 TFLOPS"), "tflops_fp8"),
         Column(_("FP16 TFLOPS"), "tflops_fp16"),
         Column(_("FP32 TFLOPS"), "tflops_fp32"),
-        Column(_("TDP (W)"), "tdp_w"),
-        Column(_("List price"), "list_price"),
+        Column(_("TDP"), "tdp_w", fmt=watts),
+        Column(_("List price"), "list_price", fmt=money),
         Column(_("Cooling"), "cooling"),
         Column(_("Minimum airflow"), "min_airflow"),
         Column(_("Power connector"), "power_connector"),
@@ -285,10 +292,8 @@ class PortListView(ObjectListView):
         Column(_("Owner"), render=_port_owner),
         Column(_("Name"), "name", order_by="name"),
         Column(_("Kind"), "kind"),
-        Column(_("Speed (Gbit/s)"), "speed_gbps"),
-        Column(
-            _("Cable"), render=lambda p: f"#{p.termination.cable_id}" if hasattr(p, "termination") else None
-        ),
+        Column(_("Speed"), "speed_gbps", fmt=lambda v: f"{number(v)} Gbit/s"),
+        Column(_("Cable"), render=lambda p: p.termination.cable if hasattr(p, "termination") else None),
     ]
 
 
@@ -302,7 +307,7 @@ class CableListView(ObjectListView):
         Column(_("B end"), render=lambda c: _end_label(c.b_port)),
         Column(_("Kind"), "kind"),
         Column(_("Status"), "status"),
-        Column(_("Length (m)"), "length_m"),
+        Column(_("Length"), "length_m", fmt=lambda v: f"{decimal_plain(v)} m"),
     ]
 
 
@@ -320,7 +325,7 @@ class CableView(ObjectDetailView):
         Column(_("B end"), render=lambda c: _end_label(c.b_port)),
         Column(_("Kind"), "kind"),
         Column(_("Status"), "status"),
-        Column(_("Length (m)"), "length_m"),
+        Column(_("Length"), "length_m", fmt=lambda v: f"{decimal_plain(v)} m"),
         Column(_("Label"), "label"),
         Column(_("Description"), "description"),
     ]
@@ -337,11 +342,11 @@ class PowerFeedListView(ObjectListView):
         Column(_("Name"), "name", link=True),
         Column(_("Site"), "site"),
         Column(_("Rack"), "rack"),
-        Column(_("Voltage"), "voltage"),
-        Column(_("Amperage"), "amperage"),
+        Column(_("Voltage"), "voltage", fmt=lambda v: f"{number(v)} V"),
+        Column(_("Amperage"), "amperage", fmt=lambda v: f"{number(v)} A"),
         Column(_("Phase"), "phase"),
-        Column(_("Max %"), "max_utilization_pct"),
-        Column(_("Available (W)"), "available_power_w"),
+        Column(_("Maximum utilisation"), "max_utilization_pct", fmt=percent),
+        Column(_("Available"), "available_power_w", fmt=watts),
     ]
 
 
@@ -359,8 +364,8 @@ class PSUListView(ObjectListView):
         Column(_("Name"), "name", link=True),
         Column(_("Node"), "node"),
         Column(_("Feed"), "feed"),
-        Column(_("Capacity (W)"), "capacity_w"),
-        Column(_("Efficiency %"), "efficiency_pct"),
+        Column(_("Capacity"), "capacity_w", fmt=watts),
+        Column(_("Efficiency"), "efficiency_pct", fmt=percent),
         Column(_("Model"), "model"),
     ]
 
@@ -382,7 +387,7 @@ class PowerLeadListView(ObjectListView):
         Column(_("PSU"), "psu"),
         Column(_("Connector"), "name", link=True),
         Column(_("Kind"), "kind"),
-        Column(_("Rating (W)"), "effective_rating_w"),
+        Column(_("Rating"), "effective_rating_w", fmt=watts),
         Column(_("Card"), "card"),
         Column(_("Node"), "node"),
     ]

@@ -19,6 +19,7 @@ from django.utils.translation import gettext_lazy as _
 from django.views import View
 
 from inventory import power
+from inventory.choices import LeadKind
 from inventory.models import (
     PSU,
     Card,
@@ -35,6 +36,7 @@ from inventory.readiness import readiness_evaluate, readiness_list, readiness_se
 from inventory.topology.data import fabric_check, fabric_list, fabric_members
 from inventory.topology.plan import plan
 from inventory.topology.services import MemberInput, fabric_plan_create, fabric_save
+from portal.templatetags.portal_format import pairs
 from portal.views.generic import (
     Column,
     ObjectDetailView,
@@ -79,7 +81,7 @@ class FabricView(ObjectDetailView):
     fields = [
         Column(_("Cluster"), "cluster"),
         Column(_("Template"), "template"),
-        Column(_("Parameters"), render=lambda f: f.params or "—"),
+        Column(_("Parameters"), render=lambda f: pairs(f.params)),
         Column(_("Description"), "description"),
     ]
 
@@ -221,6 +223,10 @@ class FabricWiringView(PortalPermissionMixin, View):
 # -- power -----------------------------------------------------------------------------------------------------
 
 
+# keys in the budgets become their labels on the page ({{ b.status|choice:statuses }})
+POWER_CHOICES = {"statuses": ReadinessStatus, "lead_kinds": LeadKind}
+
+
 class PSUBudgetPageView(PortalPermissionMixin, View):
     model = PSU
 
@@ -230,6 +236,7 @@ class PSUBudgetPageView(PortalPermissionMixin, View):
             request,
             "inventory/psu_budget.html",
             {
+                **POWER_CHOICES,
                 "title": _t("Power budget: %(x)s") % {"x": psu},
                 "object": psu,
                 "psus": [power.psu_budget(psu)],
@@ -248,6 +255,7 @@ class FeedBudgetPageView(PortalPermissionMixin, View):
             request,
             "inventory/psu_budget.html",
             {
+                **POWER_CHOICES,
                 "title": _t("Power budget: %(x)s") % {"x": feed},
                 "object": feed,
                 "feeds": power.feed_budgets([feed]),
@@ -277,6 +285,7 @@ class NodePowerPageView(PortalPermissionMixin, View):
             request,
             "inventory/psu_budget.html",
             {
+                **POWER_CHOICES,
                 "title": _t("Power: %(x)s") % {"x": node},
                 "object": node,
                 "node": node,
@@ -309,6 +318,8 @@ class NodeReadinessPageView(PortalPermissionMixin, View):
             request,
             "inventory/readiness.html",
             {
+                "statuses": ReadinessStatus,
+                "sources": ReadinessCheck.Source,
                 "title": _t("Readiness: %(x)s") % {"x": node},
                 "object": node,
                 "checks": checks,

@@ -8,9 +8,16 @@ from django.utils.translation import gettext_lazy as _
 
 from inventory.models import Node
 from jobs.models import Action, ActionKind, ActionStatus, ClusterAccount, Job, JobTemplate, NodeState
+from portal.filters import PortalFilterSet
 
 
-class JobFilterSet(df.FilterSet):
+class JobFilterSet(PortalFilterSet):
+    labels = {
+        "cluster": _("Cluster"),
+        "owner": _("Owner"),
+        "partition": _("Partition"),
+        "job_id": _("Job id"),
+    }
     user = df.CharFilter(field_name="user", label=_("Cluster user"))
     state = df.MultipleChoiceFilter(
         field_name="state", label=_("State"), lookup_expr="iexact",
@@ -60,7 +67,15 @@ class JobFilterSet(df.FilterSet):
         return queryset.filter(cond)
 
 
-class ActionFilterSet(df.FilterSet):
+class ActionFilterSet(PortalFilterSet):
+    labels = {
+        "kind": _("Kind"),
+        "status": _("Status"),
+        "cluster": _("Cluster"),
+        "node": _("Node"),
+        "job": _("Job"),
+        "requested_by": _("Requested by"),
+    }
     kind = df.MultipleChoiceFilter(choices=ActionKind.choices)
     status = df.MultipleChoiceFilter(choices=ActionStatus.choices)
 

@@ -9,12 +9,13 @@ distributed start-up hanging, idle GPUs, CUDA out of memory, slow InfiniBand).
 - :func:`explain_submit_error` explains ``sbatch: error: Batch job submission failed: …``.
 - :func:`diagnose_output` recognises trouble in a job's output (OOM, NCCL timeouts …).
 
-``{job_id}`` in a command is replaced by the job's id when one is given.
+``{job_id}`` in a command is replaced by the job's id, and ``<partition>`` by its partition, when given.
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -327,13 +328,20 @@ def _split_reason(reason: str) -> tuple[str, str]:
     return code.strip(), detail.strip()
 
 
-def _with_job(e: Explanation, job_id: int | None) -> Explanation:
-    if job_id is None:
-        return e
-    return replace(e, commands=tuple(c.replace("{job_id}", str(job_id)) for c in e.commands))
+def _with_job(e: Explanation, job_id: int | None, partition: str = "") -> Explanation:
+    def fill(command: str) -> str:
+        if job_id is not None:
+            command = command.replace("{job_id}", str(job_id))
+        if partition:
+            command = command.replace("<partition>", shlex.quote(partition))
+        return command
+
+    return replace(e, commands=tuple(fill(c) for c in e.commands))
 
 
-def explain_pending_reason(reason: str | None, *, job_id: int | None = None) -> Explanation | None:
+def explain_pending_reason(
+    reason: str | None, *, job_id: int | None = None, partition: str = ""
+) -> Explanation | None:
     """The explanation of a pending reason; None for an empty reason. Unknown reasons get a
     generic explanation with ``known=False`` (and the pending-job checklist)."""
     if not reason or not reason.strip():
@@ -359,7 +367,7 @@ def explain_pending_reason(reason: str | None, *, job_id: int | None = None) -> 
     if detail:
         m = re.search(r"UnavailableNodes:(\S*)", detail)
         found = replace(found, detail=m.group(1) if m else detail)
-    return _with_job(found, job_id)
+    return _with_job(found, job_id, partition)
 
 
 # -- submission errors --------------------------------------------------------------------------

@@ -94,9 +94,9 @@ def job_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     job = _visible_job(request, pk)
     context = {
         "job": job,
-        "title": _("Job %(id)s") % {"id": job.slurm_id},
+        "title": _("Job %(id)s on %(cluster)s") % {"id": job.slurm_id, "cluster": job.cluster.name},
         "can_cancel": ps.can_cancel(job, request.user),
-        "pending": explain_pending_reason(job.state_reason, job_id=job.job_id)
+        "pending": explain_pending_reason(job.state_reason, job_id=job.job_id, partition=job.partition)
         if job.state == "PENDING"
         else None,
         "transitions": selectors.job_transition_list(job),
@@ -242,6 +242,10 @@ def action_detail(request: HtmxHttpRequest, pk: str) -> HttpResponse:
         raise Http404(_("No such action."))
     context = {**_action_context(action), "title": str(action)}
     if request.htmx and not request.htmx.boosted:
+        # polled from the job's own page: no "Go to job N" button there
+        if action.job_id is not None:
+            job_url = reverse("jobs:job", kwargs={"pk": action.job_id})
+            context["on_job_page"] = request.htmx.current_url_abs_path == job_url
         response = render(request, "jobs/action.html#action-card", context)
         return response if action.is_active else HttpResponseStopPolling(response.content)
     return render(request, "jobs/action.html", context)
@@ -334,6 +338,11 @@ def node_row(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 # -- templates -------------------------------------------------------------------------------------
 
 
+def _locked_fields(template: JobTemplate) -> str:
+    """The locked spec keys by their names in the catalogue ("nodes", "time limit minutes")."""
+    return ", ".join(_(k.replace("_", " ")) for k in template.locked_fields) or "—"
+
+
 class JobTemplateListView(ObjectListView):
     model = JobTemplate
     queryset = selectors.job_template_list
@@ -342,7 +351,7 @@ class JobTemplateListView(ObjectListView):
         Column(gettext_lazy("Name"), "name", link=True, order_by="name"),
         Column(gettext_lazy("Cluster"), "cluster"),
         Column(gettext_lazy("Description"), "description"),
-        Column(gettext_lazy("Locked fields"), render=lambda t: ", ".join(t.locked_fields) or "—"),
+        Column(gettext_lazy("Locked fields"), render=_locked_fields),
         Column(gettext_lazy("Use"), render=ps.template_use_link),
     ]
 
@@ -355,7 +364,7 @@ class JobTemplateView(ObjectDetailView):
         Column(gettext_lazy("Cluster"), "cluster"),
         Column(gettext_lazy("Description"), "description"),
         Column(gettext_lazy("Defaults"), render=lambda t: ps.json_text(t.defaults)),
-        Column(gettext_lazy("Locked fields"), render=lambda t: ", ".join(t.locked_fields) or "—"),
+        Column(gettext_lazy("Locked fields"), render=_locked_fields),
         Column(gettext_lazy("Use"), render=ps.template_use_link),
     ]
 

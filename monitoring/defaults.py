@@ -1,16 +1,18 @@
 """Default alert rules from the field guides (seeds): temperature, sustained utilisation, PSU
 budget, firmware heartbeat, link retrains / downs (behind NCCL timeouts), Xids, network above 80%,
 disk IOPS below 1000 and a training process gone (the last two only while a job runs). Admins edit
-them. Installed by data migrations (0003, 0006) through :func:`alert_rules_ensure_defaults`."""
+them. Names are marked for the catalogue (AlertRule.__str__ translates the seeded ones). Installed by data migrations (0003, 0006) through :func:`alert_rules_ensure_defaults`."""
 
 from __future__ import annotations
 
 from collections.abc import Collection
 from typing import Any
 
+from django.utils.translation import gettext_noop
+
 DEFAULT_RULES: list[dict[str, Any]] = [
     {
-        "name": "GPU temperature above 85 °C",
+        "name": gettext_noop("GPU temperature above 85 °C"),
         "kind": "threshold",
         "metric": "temperature_c",
         "scope": "card",
@@ -21,7 +23,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "description": "Card core temperature above 85 °C for a minute: check airflow and fans.",
     },
     {
-        "name": "Utilisation above 95% sustained",
+        "name": gettext_noop("Utilisation above 95% sustained"),
         "kind": "threshold",
         "metric": "utilization_pct",
         "scope": "card",
@@ -32,7 +34,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "description": "A card saturated for 30 minutes: information for capacity planning.",
     },
     {
-        "name": "Node power near PSU limit",
+        "name": gettext_noop("Node power near PSU limit"),
         "kind": "threshold",
         "metric": "node_power_w",
         "scope": "node",
@@ -44,7 +46,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "description": "Node draw above 90% of its usable PSU capacity (a redundant pair counts once).",
     },
     {
-        "name": "Firmware heartbeat stalled",
+        "name": gettext_noop("Firmware heartbeat stalled"),
         "kind": "stall",
         "metric": "heartbeat",
         "scope": "card",
@@ -55,7 +57,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "description": "The Tenstorrent firmware heartbeat has not increased for 60 s: the card is hung.",
     },
     {
-        "name": "Link retrained",
+        "name": gettext_noop("Link retrained"),
         "kind": "event",
         "event_kind": "link_retrain",
         "scope": "card",
@@ -64,7 +66,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "description": "A QSFP/Ethernet link retrained: often behind NCCL watchdog timeouts. Resolves after an hour quiet.",
     },
     {
-        "name": "Link down",
+        "name": gettext_noop("Link down"),
         "kind": "event",
         "event_kind": "link_down",
         "scope": "card",
@@ -73,7 +75,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "description": "A card link went down (QSFP link resets are behind NCCL timeouts).",
     },
     {
-        "name": "Xid error",
+        "name": gettext_noop("Xid error"),
         "kind": "event",
         "event_kind": "xid",
         "scope": "card",
@@ -82,7 +84,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "description": "The NVIDIA driver reported an Xid; stays open until resolved by hand.",
     },
     {
-        "name": "GPU fell off the bus",
+        "name": gettext_noop("GPU fell off the bus"),
         "kind": "event",
         "event_kind": "gpu_fell_off_bus",
         "scope": "node",
@@ -91,7 +93,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "description": "Xid 79: the card needs a reset or a reboot.",
     },
     {
-        "name": "Network above 80% for 10 minutes",
+        "name": gettext_noop("Network above 80% for 10 minutes"),
         "kind": "threshold",
         "metric": "net_util_pct",
         "scope": "node",
@@ -103,7 +105,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "busier than 80% for 10 minutes: the fabric may be the bottleneck of multi-node training.",
     },
     {
-        "name": "Disk IOPS below 1000 for 10 minutes",
+        "name": gettext_noop("Disk IOPS below 1000 for 10 minutes"),
         "kind": "threshold",
         "metric": "disk_iops",
         "scope": "node",
@@ -118,7 +120,7 @@ DEFAULT_RULES: list[dict[str, Any]] = [
         "An idle node's disks say nothing, so the rule counts only while Slurm runs a job there.",
     },
     {
-        "name": "Training process gone",
+        "name": gettext_noop("Training process gone"),
         "kind": "threshold",
         "metric": "utilization_pct",
         "scope": "card",

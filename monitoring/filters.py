@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import django_filters as df
+from django.utils.translation import gettext_lazy as _
 
 from monitoring.models import Alert
+from portal.filters import PortalFilterSet
 
 
-class AlertFilterSet(df.FilterSet):
+class AlertFilterSet(PortalFilterSet):
+    labels = {"status": _("Status"), "severity": _("Severity"), "rule": _("Rule"), "node": _("Node")}
+
     class Meta:
         model = Alert
         fields = ["status", "severity", "rule", "node"]

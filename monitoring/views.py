@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils.html import format_html
+from django.utils.text import capfirst
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
@@ -19,6 +20,7 @@ from monitoring import selectors, services
 from monitoring.filters import AlertFilterSet
 from monitoring.models import ALERT_RULE_FIELDS, Alert, AlertRule
 from portal.services import api_token_authenticate
+from portal.templatetags.portal_format import ago
 from portal.views.generic import Column, ObjectDeleteView, ObjectDetailView, ObjectEditView, ObjectListView
 
 
@@ -49,7 +51,7 @@ class AlertListView(ObjectListView):
     filterset_class = AlertFilterSet
     title = _("Alerts")  # type: ignore[assignment]
     columns = (
-        Column(_("Started"), "started_at", order_by="started_at"),
+        Column(_("Started"), render=lambda a: ago(a.started_at), order_by="started_at"),
         Column(_("Status"), "status", order_by="status"),
         Column(_("Severity"), "severity", order_by="severity"),
         Column(_("Rule"), "rule"),
@@ -62,9 +64,10 @@ class AlertListView(ObjectListView):
     )
 
     def get_queryset(self) -> Any:
-        # firing alerts unless the filter asks for another status
-        status = self.request.GET.get("status") or "firing"
-        return selectors.alert_list(status=status if status in Alert.Status.values else None)
+        # every alert, the firing ones first (newest first within each), unless the filter picks a status
+        status = self.request.GET.get("status") or None
+        qs = selectors.alert_list(status=status if status in Alert.Status.values else None)
+        return qs.order_by("status", "-started_at", "-pk")  # "firing" sorts before "resolved"
 
 
 def _transition(request: HttpRequest, pk: int, service: Any) -> HttpResponse:
@@ -110,7 +113,7 @@ class AlertRuleListView(ObjectListView):
     queryset = selectors.alert_rule_list
     title = _("Alert rules")  # type: ignore[assignment]
     columns = (
-        Column(_("Name"), "name", link=True, order_by="name"),
+        Column(_("Name"), render=lambda r: r, order_by="name"),
         Column(_("Kind"), "kind"),
         Column(_("Metric / event"), render=lambda r: r.metric or r.event_kind),
         Column(_("Scope"), "scope"),
@@ -128,11 +131,21 @@ class AlertRuleListView(ObjectListView):
     )
 
 
+def _rule_value(field: str) -> Any:
+    if field == "name":
+        return str  # the seeded rules' names are translated (AlertRule.__str__)
+    return lambda rule: Column("", field).cell(rule)
+
+
 class AlertRuleView(ObjectDetailView):
     model = AlertRule
     queryset = selectors.alert_rule_list
+    # a field without a translated verbose name ("cluster") is looked up in the catalogue at render time
     fields = tuple(
-        Column(getattr(AlertRule._meta.get_field(f), "verbose_name", f), f) for f in AlertRuleForm.Meta.fields
+        Column(
+            capfirst(_(str(getattr(AlertRule._meta.get_field(f), "verbose_name", f)))), render=_rule_value(f)
+        )
+        for f in AlertRuleForm.Meta.fields
     )
 
 

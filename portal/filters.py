@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, ClassVar
 
 import django_filters as df
 from django import forms
@@ -14,6 +14,21 @@ from django.utils.translation import gettext_lazy as _
 from portal.models import AuditEntry
 
 _DATE = forms.DateInput(attrs={"type": "date"})
+
+
+class PortalFilterSet(df.FilterSet):
+    """A FilterSet whose ``labels`` name its filters in the catalogue (a model field without a
+    translated verbose name would otherwise show its English attribute name, "Requested by")."""
+
+    labels: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, label in self.labels.items():
+            if name in self.filters:
+                self.filters[name].label = label
+
+
 AUDITED_APPS = ("inventory", "jobs", "monitoring", "portal")
 
 

@@ -65,6 +65,8 @@ class ChassisModel(ChangeLoggedModel):
     )
 
     class Meta:
+        verbose_name = _("chassis model")
+        verbose_name_plural = _("chassis models")
         ordering = ["manufacturer", "name"]
         constraints = [models.UniqueConstraint(fields=["manufacturer", "name"], name="chassis_unique_model")]
 
@@ -75,16 +77,28 @@ class ChassisModel(ChangeLoggedModel):
 class Node(ChangeLoggedModel):
     hostname = models.CharField(_("hostname"), max_length=63, unique=True, validators=[hostname_validator])
     cluster = models.ForeignKey(
-        Cluster, null=True, blank=True, on_delete=models.PROTECT, related_name="nodes"
+        Cluster,
+        null=True,
+        blank=True,
+        verbose_name=_("cluster"),
+        on_delete=models.PROTECT,
+        related_name="nodes",
     )
     role = models.CharField(_("role"), max_length=16, choices=NodeRole.choices, default=NodeRole.COMPUTE)
     chassis = models.ForeignKey(
-        ChassisModel, null=True, blank=True, on_delete=models.PROTECT, related_name="nodes"
+        ChassisModel,
+        null=True,
+        blank=True,
+        verbose_name=_("chassis"),
+        on_delete=models.PROTECT,
+        related_name="nodes",
     )
     status = models.CharField(
         _("status"), max_length=16, choices=NodeStatus.choices, default=NodeStatus.ACTIVE
     )
-    rack = models.ForeignKey(Rack, null=True, blank=True, on_delete=models.PROTECT, related_name="nodes")
+    rack = models.ForeignKey(
+        Rack, null=True, blank=True, verbose_name=_("rack"), on_delete=models.PROTECT, related_name="nodes"
+    )
     position = models.PositiveSmallIntegerField(
         _("position (lowest U)"), null=True, blank=True, validators=[MinValueValidator(1)]
     )
@@ -119,6 +133,8 @@ class Node(ChangeLoggedModel):
     slurm_state_since = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
+        verbose_name = _("node")
+        verbose_name_plural = _("nodes")
         ordering = ["hostname"]
         constraints = [
             models.CheckConstraint(
@@ -216,6 +232,8 @@ class CardModel(ChangeLoggedModel):
     pcie_lanes = models.PositiveSmallIntegerField(_("PCIe lanes"), default=16)
 
     class Meta:
+        verbose_name = _("card model")
+        verbose_name_plural = _("card models")
         ordering = ["vendor", "name"]
         constraints = [models.UniqueConstraint(fields=["vendor", "name"], name="cardmodel_unique_name")]
 
@@ -226,12 +244,16 @@ class CardModel(ChangeLoggedModel):
 class PortTemplate(models.Model):
     """The ports every card of a model has; a new card gets them as real ports."""
 
-    card_model = models.ForeignKey(CardModel, on_delete=models.CASCADE, related_name="port_templates")
+    card_model = models.ForeignKey(
+        CardModel, verbose_name=_("card model"), on_delete=models.CASCADE, related_name="port_templates"
+    )
     name = models.CharField(_("name"), max_length=32)
     kind = models.CharField(_("kind"), max_length=16, choices=PortKind.choices)
     speed_gbps = models.PositiveIntegerField(_("speed (Gbit/s)"))
 
     class Meta:
+        verbose_name = _("port template")
+        verbose_name_plural = _("port templates")
         ordering = ["card_model", "name"]
         constraints = [
             models.UniqueConstraint(fields=["card_model", "name"], name="porttemplate_unique_name")
@@ -242,8 +264,10 @@ class PortTemplate(models.Model):
 
 
 class Card(ChangeLoggedModel):
-    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="cards")
-    card_model = models.ForeignKey(CardModel, on_delete=models.PROTECT, related_name="cards")
+    node = models.ForeignKey(Node, verbose_name=_("node"), on_delete=models.PROTECT, related_name="cards")
+    card_model = models.ForeignKey(
+        CardModel, verbose_name=_("card model"), on_delete=models.PROTECT, related_name="cards"
+    )
     slot = models.CharField(_("slot"), max_length=16)
     status = models.CharField(
         _("status"), max_length=16, choices=CardStatus.choices, default=CardStatus.ACTIVE
@@ -257,6 +281,8 @@ class Card(ChangeLoggedModel):
     driver_version = models.CharField(_("driver version"), max_length=64, blank=True)
 
     class Meta:
+        verbose_name = _("card")
+        verbose_name_plural = _("cards")
         ordering = ["node__hostname", "slot"]
         constraints = [
             models.UniqueConstraint(
@@ -294,14 +320,18 @@ class Card(ChangeLoggedModel):
 class Port(models.Model):
     """A network port on a card (card set) or on the node itself (a NIC or a switch port)."""
 
-    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="ports")
-    card = models.ForeignKey(Card, null=True, blank=True, on_delete=models.CASCADE, related_name="ports")
+    node = models.ForeignKey(Node, verbose_name=_("node"), on_delete=models.CASCADE, related_name="ports")
+    card = models.ForeignKey(
+        Card, null=True, blank=True, verbose_name=_("card"), on_delete=models.CASCADE, related_name="ports"
+    )
     name = models.CharField(_("name"), max_length=32)
     kind = models.CharField(_("kind"), max_length=16, choices=PortKind.choices)
     speed_gbps = models.PositiveIntegerField(_("speed (Gbit/s)"))
     description = models.CharField(_("description"), max_length=200, blank=True)
 
     class Meta:
+        verbose_name = _("port")
+        verbose_name_plural = _("ports")
         ordering = ["node", "card", "name"]
         constraints = [
             models.UniqueConstraint(
@@ -346,6 +376,8 @@ class Cable(ChangeLoggedModel):
     description = models.CharField(_("description"), max_length=200, blank=True)
 
     class Meta:
+        verbose_name = _("cable")
+        verbose_name_plural = _("cables")
         ordering = ["pk"]
 
     def __str__(self) -> str:
@@ -376,12 +408,20 @@ class CableTermination(models.Model):
         A = "a", "A"
         B = "b", "B"
 
-    cable = models.ForeignKey(Cable, on_delete=models.CASCADE, related_name="terminations")
+    cable = models.ForeignKey(
+        Cable, verbose_name=_("cable"), on_delete=models.CASCADE, related_name="terminations"
+    )
     end = models.CharField(max_length=1, choices=End.choices)
-    port = models.OneToOneField(Port, on_delete=models.PROTECT, related_name="termination")
-    card = models.ForeignKey(Card, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    port = models.OneToOneField(
+        Port, verbose_name=_("port"), on_delete=models.PROTECT, related_name="termination"
+    )
+    card = models.ForeignKey(
+        Card, null=True, blank=True, verbose_name=_("card"), on_delete=models.CASCADE, related_name="+"
+    )
 
     class Meta:
+        verbose_name = _("cable termination")
+        verbose_name_plural = _("cable terminations")
         constraints = [
             models.UniqueConstraint(fields=["cable", "end"], name="cabletermination_one_per_end"),
             models.UniqueConstraint(

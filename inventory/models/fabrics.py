@@ -33,7 +33,12 @@ class MemberRole(models.TextChoices):
 class Fabric(ChangeLoggedModel):
     name = models.CharField(_("name"), max_length=64, unique=True)
     cluster = models.ForeignKey(
-        Cluster, null=True, blank=True, on_delete=models.SET_NULL, related_name="fabrics"
+        Cluster,
+        null=True,
+        blank=True,
+        verbose_name=_("cluster"),
+        on_delete=models.SET_NULL,
+        related_name="fabrics",
     )
     template = models.CharField(_("template"), max_length=16, choices=FabricTemplate.choices)
     params = models.JSONField(
@@ -48,6 +53,8 @@ class Fabric(ChangeLoggedModel):
     description = models.CharField(_("description"), max_length=200, blank=True)
 
     class Meta:
+        verbose_name = _("fabric")
+        verbose_name_plural = _("fabrics")
         ordering = ["name"]
 
     def __str__(self) -> str:
@@ -79,18 +86,32 @@ class Fabric(ChangeLoggedModel):
 class FabricMember(models.Model):
     """One card, or one node (a host's NIC ports, a switch's ports), in a fabric, at a position with a label."""
 
-    fabric = models.ForeignKey(Fabric, on_delete=models.CASCADE, related_name="members")
+    fabric = models.ForeignKey(
+        Fabric, verbose_name=_("fabric"), on_delete=models.CASCADE, related_name="members"
+    )
     card = models.ForeignKey(
-        Card, null=True, blank=True, on_delete=models.CASCADE, related_name="fabric_memberships"
+        Card,
+        null=True,
+        blank=True,
+        verbose_name=_("card"),
+        on_delete=models.CASCADE,
+        related_name="fabric_memberships",
     )
     node = models.ForeignKey(
-        Node, null=True, blank=True, on_delete=models.CASCADE, related_name="fabric_memberships"
+        Node,
+        null=True,
+        blank=True,
+        verbose_name=_("node"),
+        on_delete=models.CASCADE,
+        related_name="fabric_memberships",
     )
     position = models.PositiveIntegerField(_("position"))
     label = models.CharField(_("label"), max_length=32)
     role = models.CharField(_("role"), max_length=8, choices=MemberRole.choices, default=MemberRole.CARD)
 
     class Meta:
+        verbose_name = _("fabric member")
+        verbose_name_plural = _("fabric members")
         ordering = ["fabric", "position"]
         constraints = [
             models.CheckConstraint(

@@ -18,9 +18,16 @@ class PowerFeed(ChangeLoggedModel):
     """A circuit: volts × amps × maximum utilisation (× √3 for three-phase), as NetBox defines it."""
 
     name = models.CharField(_("name"), max_length=64)
-    site = models.ForeignKey(Site, on_delete=models.PROTECT, related_name="power_feeds")
+    site = models.ForeignKey(
+        Site, verbose_name=_("site"), on_delete=models.PROTECT, related_name="power_feeds"
+    )
     rack = models.ForeignKey(
-        Rack, null=True, blank=True, on_delete=models.SET_NULL, related_name="power_feeds"
+        Rack,
+        null=True,
+        blank=True,
+        verbose_name=_("rack"),
+        on_delete=models.SET_NULL,
+        related_name="power_feeds",
     )
     voltage = models.PositiveIntegerField(_("voltage (V)"), default=230, validators=[MinValueValidator(1)])
     amperage = models.PositiveIntegerField(_("amperage (A)"), default=16, validators=[MinValueValidator(1)])
@@ -31,6 +38,8 @@ class PowerFeed(ChangeLoggedModel):
     description = models.CharField(_("description"), max_length=200, blank=True)
 
     class Meta:
+        verbose_name = _("power feed")
+        verbose_name_plural = _("power feeds")
         ordering = ["site__name", "name"]
         constraints = [
             models.UniqueConstraint(fields=["site", "name"], name="powerfeed_unique_name_per_site")
@@ -51,8 +60,17 @@ class PSU(ChangeLoggedModel):
     """A power supply: a server's PSU or a mining supply sitting in the chassis."""
 
     name = models.CharField(_("name"), max_length=64)
-    node = models.ForeignKey(Node, null=True, blank=True, on_delete=models.CASCADE, related_name="psus")
-    feed = models.ForeignKey(PowerFeed, null=True, blank=True, on_delete=models.SET_NULL, related_name="psus")
+    node = models.ForeignKey(
+        Node, null=True, blank=True, verbose_name=_("node"), on_delete=models.CASCADE, related_name="psus"
+    )
+    feed = models.ForeignKey(
+        PowerFeed,
+        null=True,
+        blank=True,
+        verbose_name=_("power feed"),
+        on_delete=models.SET_NULL,
+        related_name="psus",
+    )
     capacity_w = models.PositiveIntegerField(_("capacity (W)"), validators=[MinValueValidator(1)])
     efficiency_pct = models.PositiveSmallIntegerField(
         _("efficiency (%)"),
@@ -68,8 +86,9 @@ class PSU(ChangeLoggedModel):
     model = models.CharField(_("model"), max_length=64, blank=True)
 
     class Meta:
+        verbose_name = _("PSU")
+        verbose_name_plural = _("PSUs")
         ordering = ["name"]
-        verbose_name = "PSU"
         constraints = [
             models.UniqueConstraint(
                 fields=["node", "name"], condition=Q(node__isnull=False), name="psu_unique_name_per_node"
@@ -83,7 +102,7 @@ class PSU(ChangeLoggedModel):
 class PowerLead(ChangeLoggedModel):
     """A lead from a PSU connector to a card or node (a 12VHPWR card is fed by two 8-pin leads)."""
 
-    psu = models.ForeignKey(PSU, on_delete=models.CASCADE, related_name="leads")
+    psu = models.ForeignKey(PSU, verbose_name=_("PSU"), on_delete=models.CASCADE, related_name="leads")
     name = models.CharField(_("connector"), max_length=64)
     kind = models.CharField(_("kind"), max_length=16, choices=LeadKind.choices)
     rating_w = models.PositiveIntegerField(
@@ -93,14 +112,26 @@ class PowerLead(ChangeLoggedModel):
         help_text=_("Empty: the standard rating of the connector kind."),
     )
     card = models.ForeignKey(
-        Card, null=True, blank=True, on_delete=models.SET_NULL, related_name="power_leads"
+        Card,
+        null=True,
+        blank=True,
+        verbose_name=_("card"),
+        on_delete=models.SET_NULL,
+        related_name="power_leads",
     )
     node = models.ForeignKey(
-        Node, null=True, blank=True, on_delete=models.SET_NULL, related_name="power_leads"
+        Node,
+        null=True,
+        blank=True,
+        verbose_name=_("node"),
+        on_delete=models.SET_NULL,
+        related_name="power_leads",
     )
     wire_gauge_awg = models.PositiveSmallIntegerField(_("wire gauge (AWG)"), null=True, blank=True)
 
     class Meta:
+        verbose_name = _("power lead")
+        verbose_name_plural = _("power leads")
         ordering = ["psu", "name"]
         constraints = [
             models.UniqueConstraint(fields=["psu", "name"], name="powerlead_unique_connector"),

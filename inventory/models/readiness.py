@@ -52,7 +52,9 @@ class ReadinessCheck(models.Model):
         API = "api", _("Set through the API")
         AUTO = "auto", _("Derived by Rackpilot")
 
-    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="readiness_checks")
+    node = models.ForeignKey(
+        Node, verbose_name=_("node"), on_delete=models.CASCADE, related_name="readiness_checks"
+    )
     key = models.CharField(_("check"), max_length=32, choices=ReadinessKey.choices)
     status = models.CharField(
         _("status"), max_length=8, choices=ReadinessStatus.choices, default=ReadinessStatus.UNKNOWN
@@ -60,11 +62,18 @@ class ReadinessCheck(models.Model):
     detail = models.CharField(_("detail"), max_length=500, blank=True)
     source = models.CharField(_("source"), max_length=8, choices=Source.choices, default=Source.MANUAL)
     updated_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        verbose_name=_("updated by"),
+        on_delete=models.SET_NULL,
+        related_name="+",
     )
     updated_at = models.DateTimeField(_("updated"), auto_now=True)
 
     class Meta:
+        verbose_name = _("readiness check")
+        verbose_name_plural = _("readiness checks")
         ordering = ["node", "key"]
         constraints = [
             models.UniqueConstraint(

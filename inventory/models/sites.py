@@ -17,6 +17,8 @@ class Site(ChangeLoggedModel):
     address = models.CharField(_("address"), max_length=200, blank=True)
 
     class Meta:
+        verbose_name = _("site")
+        verbose_name_plural = _("sites")
         ordering = ["name"]
 
     def __str__(self) -> str:
@@ -32,7 +34,14 @@ class Cluster(ChangeLoggedModel):
 
     name = models.CharField(_("name"), max_length=64, unique=True, validators=[slug_validator])
     description = models.TextField(_("description"), blank=True)
-    site = models.ForeignKey(Site, null=True, blank=True, on_delete=models.SET_NULL, related_name="clusters")
+    site = models.ForeignKey(
+        Site,
+        null=True,
+        blank=True,
+        verbose_name=_("site"),
+        on_delete=models.SET_NULL,
+        related_name="clusters",
+    )
     backend = models.CharField(
         _("backend"), max_length=16, choices=Backend.choices, default=Backend.SLURM_SSH
     )
@@ -65,6 +74,8 @@ class Cluster(ChangeLoggedModel):
     last_sync_warnings = models.TextField(blank=True, editable=False)
 
     class Meta:
+        verbose_name = _("cluster")
+        verbose_name_plural = _("clusters")
         ordering = ["name"]
         permissions = [
             (
@@ -79,13 +90,15 @@ class Cluster(ChangeLoggedModel):
 
 class Rack(ChangeLoggedModel):
     name = models.CharField(_("name"), max_length=64)
-    site = models.ForeignKey(Site, on_delete=models.PROTECT, related_name="racks")
+    site = models.ForeignKey(Site, verbose_name=_("site"), on_delete=models.PROTECT, related_name="racks")
     u_height = models.PositiveSmallIntegerField(
         _("height (U)"), default=42, validators=[MinValueValidator(1), MaxValueValidator(100)]
     )
     description = models.TextField(_("description"), blank=True)
 
     class Meta:
+        verbose_name = _("rack")
+        verbose_name_plural = _("racks")
         ordering = ["site__name", "name"]
         constraints = [models.UniqueConstraint(fields=["site", "name"], name="rack_unique_name_per_site")]
 

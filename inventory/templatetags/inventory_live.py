@@ -1,10 +1,11 @@
-"""Context for the live panels that inventory's pages include (rack thermal map, node charts)."""
+"""Context for the live panels that inventory's pages include (rack thermal map, node and card charts)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django import template
+from django.utils.translation import gettext
 
 register = template.Library()
 
@@ -29,5 +30,33 @@ def node_live(context: template.Context, node_id: int) -> dict[str, Any]:
         "points": node_latest_points(node_id),
         "cards": cards,
         "metrics": CHART_METRICS,
+        "chart_labels": chart_labels(),
         **node_activity_context(node_id, user),
+    }
+
+
+def chart_labels() -> dict[str, Any]:
+    """The charts' translated titles, axis units and messages (live.js reads them from data-labels)."""
+    from monitoring.overview import CARD_POWER, TEMPERATURE, UTILISATION
+
+    return {
+        TEMPERATURE: {"title": gettext("Temperature"), "unit": "°C"},
+        CARD_POWER: {"title": gettext("Card power"), "unit": "W"},
+        UTILISATION: {"title": gettext("Utilisation"), "unit": "%"},
+        "time": gettext("Time"),
+        "no_data": gettext("No data in this time range."),
+    }
+
+
+@register.simple_tag
+def card_charts(card: Any) -> dict[str, Any]:
+    """One card's telemetry charts on its own page (history from the series endpoint)."""
+    from monitoring.overview import CHART_METRICS
+
+    return {
+        "node": card.node_id,
+        "card": card.pk,
+        "cards": [{"id": card.pk, "label": card.slot}],
+        "metrics": CHART_METRICS,
+        "chart_labels": chart_labels(),
     }

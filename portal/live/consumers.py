@@ -155,7 +155,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
             body = await shared_snapshot((self.view, self.language, *self.render_key()), since, snapshot)
         else:
             body = await database_sync_to_async(snapshot)()
-        for frame in self.frames(body, self.in_language(status_html, "snapshot"), snapshot=True):
+        status = self.in_language(status_html, "snapshot")  # "live" in the page's language
+        for frame in self.frames(body, status, snapshot=True):
             await self.send(text_data=frame)
 
     async def live_resync(self, event: dict[str, Any]) -> None:

@@ -15,7 +15,7 @@ def status_html(seq: str = "", ts: float | None = None) -> str:
     clock = time.strftime("%H:%M:%S", time.localtime(ts))
     return (
         f'<span id="live-status" class="live-status on" data-seq="{html.escape(seq)}" data-ts="{ts:.6f}"'
-        f' title="{clock}">{html.escape(gettext("live"))}</span>'
+        f' title="{html.escape(gettext("Last update %(time)s") % {"time": clock})}">{html.escape(gettext("live"))}</span>'
     )
 
 

@@ -234,3 +234,24 @@ def decimal_plain(value: Any) -> str:
         text = format(value.normalize(), "f")
         return text
     return MISSING if value is None else str(value)
+
+
+@register.filter
+def pairs(value: Any) -> str:
+    """A mapping as a person reads it, never its repr: {"oversubscription": 1, "host_links": {"gpu01": 8}}
+    -> "Oversubscription: 1 · Host links: gpu01 8"; keys through the catalogue; "—" when empty."""
+    if not value:
+        return MISSING
+    if not isinstance(value, dict):
+        return str(value)
+
+    def one(v: Any) -> str:
+        if isinstance(v, dict):
+            return ", ".join(f"{k} {one(x)}" for k, x in v.items()) or MISSING
+        if isinstance(v, list | tuple):
+            return ", ".join(one(x) for x in v) or MISSING
+        if isinstance(v, bool):
+            return gettext("yes") if v else gettext("no")
+        return MISSING if v is None or v == "" else str(v)
+
+    return " · ".join(f"{gettext(str(k).replace('_', ' ')).capitalize()}: {one(v)}" for k, v in value.items())

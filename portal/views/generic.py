@@ -6,6 +6,7 @@ model's Django permissions, the same ones the API checks. htmx requests get the 
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,11 +22,13 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import NoReverseMatch, reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.utils.text import capfirst
 from django.utils.translation import gettext as _
 from django.views import View
 from django_stubs_ext import StrOrPromise
 
 from portal.services import instance_delete, instance_save
+from portal.templatetags.portal_format import at
 
 
 def _resolve(obj: Any, accessor: str) -> Any:
@@ -53,6 +56,8 @@ class Column:
     render: Callable[[Any], Any] | None = None
     link: bool = False
     order_by: str = ""
+    # a value filter of portal_format (watts, money, ...) applied to a present value
+    fmt: Callable[[Any], Any] | None = None
     perm: str = ""  # shown only to users with this permission (e.g. infrastructure details)
 
     def visible_to(self, user: Any) -> bool:
@@ -60,6 +65,8 @@ class Column:
 
     def cell(self, obj: Any) -> SafeString | str:
         value = self.render(obj) if self.render else _resolve(obj, self.accessor)
+        if value is not None and value != "" and self.fmt is not None:
+            value = self.fmt(value)
         if isinstance(value, models.Model):
             url = object_page_url(value)
             return format_html('<a href="{}">{}</a>', url, value) if url else str(value)
@@ -67,6 +74,8 @@ class Column:
             return "✓" if value else "—"
         if value is None or value == "":
             return "—"
+        if isinstance(value, dt.datetime | dt.date):
+            return at(value)
         if hasattr(obj, f"get_{self.accessor}_display") and "." not in self.accessor:
             value = getattr(obj, f"get_{self.accessor}_display")()
         if self.link:
@@ -122,7 +131,7 @@ class ObjectListView(PortalPermissionMixin, View):
         rows = [(obj, [c.cell(obj) for c in columns]) for obj in page.object_list]
         meta = self.model._meta
         context = {
-            "title": self.title or str(meta.verbose_name_plural).capitalize(),
+            "title": self.title or capfirst(str(meta.verbose_name_plural)),
             "columns": columns,
             "rows": rows,
             "page": page,

@@ -38,7 +38,11 @@
     });
   });
 
-  // -- node charts -------------------------------------------------------------------------
+  // -- node and card charts ----------------------------------------------------------------
+  // A range picker (1 h / 6 h / 24 h / 7 d) asks the series endpoint for a step that its stored
+  // resolutions serve (raw or 1 min for the short ranges, 1 h rollups for a week); a range with no
+  // points shows "no data" instead of an empty chart with a meaningless axis.
+  var RANGES = {"1h": [3600, 60], "6h": [21600, 300], "24h": [86400, 900], "7d": [604800, 3600]};
   var WINDOW_S = 3600;
   var charts = {};  // metric -> {plot, data, cards}
 
@@ -47,25 +51,54 @@
     var box = root.querySelector("[data-live-charts]");
     if (!box || box.dataset.ready) return;
     box.dataset.ready = "1";
+    var picker = box.parentNode.querySelector("[data-chart-ranges]");
+    if (picker) {
+      picker.addEventListener("click", function (e) {
+        var b = e.target.closest("button[data-range]");
+        if (!b) return;
+        picker.querySelectorAll("button").forEach(function (x) { x.setAttribute("aria-pressed", x === b ? "true" : "false"); });
+        loadCharts(box, b.dataset.range);
+      });
+    }
+    loadCharts(box, "1h");
+  }
+
+  function loadCharts(box, range) {
+    var r = RANGES[range] || RANGES["1h"];
+    WINDOW_S = r[0];
     var cards = JSON.parse(box.dataset.cards || "[]");
     var labels = JSON.parse(box.dataset.labels || "{}");
     box.querySelectorAll("figure.chart").forEach(function (fig) {
       var metric = fig.dataset.metric;
       var url = box.dataset.seriesUrl + "?node=" + encodeURIComponent(box.dataset.node) +
-        "&metric=" + encodeURIComponent(metric) + "&from=now-1h&step=60";
+        (box.dataset.card ? "&card=" + encodeURIComponent(box.dataset.card) : "") +
+        "&metric=" + encodeURIComponent(metric) + "&from=now-" + r[0] + "s&step=" + r[1];
       fetch(url, {credentials: "same-origin", headers: {"Accept": "application/json"}})
-        .then(function (r) { return r.ok ? r.json() : {series: []}; })
-        .then(function (body) { draw(fig, metric, labels[metric] || metric, cards, body.series || []); })
-        .catch(function () { draw(fig, metric, labels[metric] || metric, cards, []); });
+        .then(function (resp) { return resp.ok ? resp.json() : {series: []}; })
+        .then(function (body) { draw(fig, metric, labels, cards, body.series || []); })
+        .catch(function () { draw(fig, metric, labels, cards, []); });
     });
   }
 
-  function draw(fig, metric, title, cards, series) {
+  function draw(fig, metric, labels, cards, series) {
     var byCard = {};
     series.forEach(function (s) { if (s.card != null) byCard[s.card] = s.points; });
     var times = {};
     Object.keys(byCard).forEach(function (c) { byCard[c].forEach(function (p) { times[p[0]] = 1; }); });
     var xs = Object.keys(times).map(Number).sort(function (a, b) { return a - b; });
+    if (charts[metric]) { charts[metric].plot.destroy(); delete charts[metric]; }
+    fig.textContent = "";
+    var title = (labels[metric] || {}).title || metric, unit = (labels[metric] || {}).unit || "";
+    var cap = document.createElement("figcaption");
+    cap.textContent = title;
+    fig.appendChild(cap);
+    if (!xs.length) {
+      var none = document.createElement("p");
+      none.className = "muted no-data";
+      none.textContent = labels.no_data || "No data";
+      fig.appendChild(none);
+      return;
+    }
     var data = [xs];
     cards.forEach(function (c) {
       var pts = {}; (byCard[c.id] || []).forEach(function (p) { pts[p[0]] = p[2]; });
@@ -73,11 +106,14 @@
     });
     var palette = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
     var opts = {
-      title: title, width: Math.max(280, fig.clientWidth || 420), height: 180,
-      series: [{}].concat(cards.map(function (c, i) {
-        return {label: c.label, stroke: palette[i % palette.length], spanGaps: true};
+      width: Math.max(320, fig.clientWidth || 600), height: 260,
+      legend: {live: true},
+      series: [{label: labels.time || "Time"}].concat(cards.map(function (c, i) {
+        return {label: c.label, stroke: palette[i % palette.length], spanGaps: true,
+                value: function (u, v) { return v == null ? "—" : v.toFixed(1) + " " + unit; }};
       })),
-      axes: [{}, {size: 50}],
+      axes: [{}, {size: 60, label: unit, labelSize: 18,
+                  values: function (u, vals) { return vals.map(function (v) { return v + " " + unit; }); }}],
     };
     charts[metric] = {plot: new uPlot(opts, data, fig), data: data, cards: cards};
   }

@@ -29,9 +29,9 @@ def test_job_page_shows_energy_and_cost(
     # when she opens the job page
     body = client_as(researcher_user).get(f"/jobs/{job.pk}/").content.decode()
     # then the energy, its coverage warning and the costs are shown
-    assert 'id="job-energy"' in body and "12.345 kWh" in body
+    assert 'id="job-energy"' in body and "12.3 kWh" in body and "cards 11 kWh" in body
     assert "gaps in the power data are not bridged" in body
-    assert "7.57" in body and "3.50 h" in body
+    assert "$7.57" in body and "$5.10" in body and "3.50 h" in body
 
 
 def test_energy_card_polls_until_the_figures_are_computed(
@@ -58,7 +58,7 @@ def test_energy_card_polls_until_the_figures_are_computed(
         hardware_cost=Decimal("0.10"), total_cost=Decimal("0.25"), hours=4 / 60,
     )  # fmt: skip
     r = c.get(f"/jobs/{job.pk}/", {"part": "energy"}, HTTP_HX_REQUEST="true").content.decode()
-    assert "0.500 kWh" in r and "100 %" in r
+    assert "500 Wh" in r and "100 %" in r
     assert "hx-trigger" not in r
 
 

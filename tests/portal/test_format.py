@@ -103,3 +103,11 @@ def test_relative_times_with_the_exact_time_on_hover() -> None:
         assert f">{f.exact(old)}<" in str(f.ago(old))
     with translation.override("zh-hans"):
         assert ">3\xa0分钟前</time>" in str(f.ago(now - dt.timedelta(minutes=3, seconds=5)))
+
+
+def test_pairs_reads_a_mapping_without_its_repr():
+    from portal.templatetags.portal_format import pairs
+
+    value = {"oversubscription": 1, "host_links": {"gpu01": 8, "gpu02": 8}, "rails": [1, 2], "spare": None}
+    assert pairs(value) == "Oversubscription: 1 · Host links: gpu01 8, gpu02 8 · Rails: 1, 2 · Spare: —"
+    assert pairs({}) == "—" and pairs(None) == "—"
