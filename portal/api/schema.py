@@ -150,6 +150,8 @@ class PortalAutoSchema(AutoSchema):
                     continue
                 nested = isinstance(field, serializers.BaseSerializer | serializers.DictField)
                 properties[field_name] = {} if nested else _FIELD_ERRORS
+            if "detail" in request.fields:  # a field named like the unreadable-body message: either one
+                properties["detail"] = {"oneOf": [build_basic_type(OpenApiTypes.STR), _FIELD_ERRORS]}
         component = ResolvedComponent(
             name=name,
             type=ResolvedComponent.SCHEMA,
