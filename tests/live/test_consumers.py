@@ -76,7 +76,7 @@ def test_overview_snapshot_on_connect_has_every_cluster(
     snap = run(scenario)
     assert 'data-seq="snapshot"' in snap
     assert f'id="overview-cluster-{rig["cluster"].pk}"' in snap
-    assert "300 W / 1280 W" in snap  # the PSU binds: 1600 W less 20 % headroom
+    assert "300 W / 1.28 kW" in snap  # the PSU binds: 1600 W less 20 % headroom
     assert "gpu01/0" in snap and "temp-warm" in snap
     assert "alerts firing" in snap or "alert firing" in snap
 

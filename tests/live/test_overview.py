@@ -114,5 +114,5 @@ def test_overview_card_names_the_limit_that_binds(client: Any, admin_user: Any) 
     seed_demo()
     client.force_login(admin_user)
     html = client.get("/").content.decode()
-    assert "34918 W" in html and "feed limit" in html
+    assert "34.9 kW" in html and "of the feed limit" in html
     assert "88800" not in html

@@ -26,7 +26,7 @@ def test_overview_page_renders_every_cluster_and_connects_its_socket(
     assert 'ws-connect="/ws/live/overview/"' in body
     assert f'id="overview-cluster-{rig["cluster"].pk}"' in body
     # a 1600 W supply with 20 % headroom binds (no feed recorded)
-    assert "350 W / 1280 W" in body and "PSU limit" in body and "temp-hot" in body
+    assert "350 W / 1.28 kW" in body and "of the PSU limit" in body and "temp-hot" in body
 
 
 def test_rack_and_node_pages_include_the_thermal_map_and_live_charts(
