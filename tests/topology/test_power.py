@@ -149,17 +149,17 @@ def test_budget_endpoints_and_pages(api: Any, client: Any, admin_user: Any, buil
         pages.append(page_text(page))
     budget, feed_page, what_if = pages
     psu_text = (
-        f"PSU {node.hostname} {psu.name} pass Capacity 1600 W · 20% headroom Usable 1280 W "
+        f"PSU {node.hostname} {psu.name} Pass Capacity 1.6 kW · 20% headroom Usable 1.28 kW "
         "Nameplate load 660 W (41.2% of capacity; margin 620 W) Wall draw 733 W"
     )
-    feed_text = f"Feed {feed.name} pass Capacity 2944 W Usable 2944 W Nameplate load 733 W (24.9% of capacity; margin 2211 W)"
+    feed_text = f"Feed {feed.name} Pass Capacity 2.94 kW Usable 2.94 kW Nameplate load 733 W (24.9% of capacity; margin 2.21 kW)"
     assert budget.startswith(f"Power budget: {psu.name} {psu_text}") and feed_text in budget
     assert feed_page.startswith(f"Power budget: {feed.name} {psu_text}") and feed_text in feed_page
     # the what-if adds one more 300 W card: 960 W on the PSU, still within its 1280 W
     assert what_if.startswith(f"Power: {node.hostname}")
     assert (
         "Check The PSUs and feeds still hold. "
-        f"PSU {node.hostname} {psu.name} pass Capacity 1600 W · 20% headroom Usable 1280 W "
+        f"PSU {node.hostname} {psu.name} Pass Capacity 1.6 kW · 20% headroom Usable 1.28 kW "
         "Nameplate load 960 W (60.0% of capacity; margin 320 W)"
     ) in what_if
 
