@@ -269,7 +269,9 @@ def test_a_second_run_continues_the_world_of_the_first(tmp_path):
                 page = browser.new_page()
                 _login(page, base, "admin", passwords["admin"])
                 page.goto(f"{base}/jobs/{pk}/")
-                assert page.locator("h1").inner_text() == f"Job {job_id} · {name}"
+                assert (
+                    page.locator("h1").inner_text() == f"Job {job_id} · {name} on {cluster}"
+                )  # ids repeat across clusters
                 output = page.locator(f"#job-{pk}-output pre.output")
                 output.wait_for(timeout=30_000)
                 assert f"job {job_id} ({name}) started on" in output.inner_text()
