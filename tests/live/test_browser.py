@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.net import free_port as _free_port
+from tests.net import wait_port as _wait_port
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -64,23 +66,6 @@ from monitoring.services import telemetry_ingest_samples
 telemetry_ingest_samples([{"node": "e2e-gpu01", "card": "GPU-e2e00000-0000-0000-0000-000000000000",
                            "metric": "temperature_c", "value": float(sys.argv[1])}])
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_port(port: int, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on {port}")
 
 
 class Stack:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.net import free_port as _free_port
+from tests.net import wait_port as _wait_port
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -114,23 +116,6 @@ import json, django; django.setup()
 from monitoring.models import Alert
 print(json.dumps([[a.rule.name, a.status, a.target] for a in Alert.objects.select_related("rule").order_by("pk")]))
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_port(port: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on {port}")
 
 
 class Stack:
