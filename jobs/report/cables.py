@@ -1,0 +1,97 @@
+"""Which cable a link event lands on: the one place that decides it.
+
+An event names its node and card, and what the tool said of the link: a port name (``QSFP2``), an
+Ethernet channel (tt-smi's ``port=8``), an interface or a module number. In that order of trust:
+
+1. the event names a port of its card (or node) that a cable ends on: that cable;
+2. two cards that a cable joins both report a link event within :data:`PAIR_WINDOW`: that cable
+   (a flap shows on both ends; this is how a Tenstorrent channel event finds its cable until the
+   card model maps channels to QSFP ports);
+3. the card has a single cable: that cable.
+
+Otherwise the event stays on its card (the report names the card, not a cable).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import replace
+
+from inventory.models import CableTermination
+from jobs.report.findings import LINK_KINDS, CableRef, EventFact
+
+PAIR_WINDOW = dt.timedelta(seconds=60)
+
+
+def _end_label(term: CableTermination) -> str:
+    port = term.port
+    owner = f"{port.card.node.hostname}/{port.card.slot}" if port.card_id else port.node.hostname
+    return f"{owner} {port.name}"
+
+
+class CableIndex:
+    """The cables ending on a set of cards, indexed for :meth:`resolve`."""
+
+    def __init__(self, terminations: list[CableTermination]) -> None:
+        by_cable: dict[int, list[CableTermination]] = {}
+        for t in terminations:
+            by_cable.setdefault(t.cable_id, []).append(t)
+        self.refs: dict[int, CableRef] = {}
+        self.by_port: dict[tuple[int | None, int, str], int] = {}  # (card id, node id, port name) -> cable
+        self.by_card: dict[int, set[int]] = {}
+        self.cards_of: dict[int, frozenset[int]] = {}
+        for cable_id, terms in by_cable.items():
+            terms.sort(key=lambda t: t.end)
+            cable = terms[0].cable
+            ends = [_end_label(t) for t in terms]
+            self.refs[cable_id] = CableRef(
+                id=cable_id, label=str(cable), a_end=ends[0], b_end=ends[1] if len(ends) > 1 else "—"
+            )
+            for t in terms:
+                self.by_port[(t.port.card_id, t.port.node_id, t.port.name.lower())] = cable_id
+                if t.port.card_id:
+                    self.by_card.setdefault(t.port.card_id, set()).add(cable_id)
+            self.cards_of[cable_id] = frozenset(t.port.card_id for t in terms if t.port.card_id)
+
+    def _named_port(self, e: EventFact) -> int | None:
+        names = []
+        labels = str(e.data.get("labels") or "")
+        for pair in labels.split(","):
+            k, _sep, v = pair.partition("=")
+            if k == "port" and v:
+                names.append(v)
+        for key in ("port", "interface"):
+            if isinstance(e.data.get(key), str):
+                names.append(str(e.data[key]))
+        for name in names:
+            cable = self.by_port.get((e.card_id, e.node_id, name.lower()))
+            if cable is not None:
+                return cable
+        return None
+
+    def resolve(self, events: list[EventFact]) -> list[EventFact]:
+        """The events, each link event with the cable it lands on where one can be told."""
+        links = [e for e in events if e.kind in LINK_KINDS and e.card_id is not None]
+        out = []
+        for e in events:
+            cable = None
+            if e.kind in LINK_KINDS:
+                cable = self._named_port(e)
+                if cable is None and e.card_id is not None:
+                    cable = self._paired(e, links) or self._only(e.card_id)
+            out.append(replace(e, cable=self.refs[cable]) if cable is not None else e)
+        return out
+
+    def _paired(self, e: EventFact, links: list[EventFact]) -> int | None:
+        mine = self.by_card.get(e.card_id or 0, set())
+        for other in links:
+            if other.card_id == e.card_id or abs(other.ts - e.ts) > PAIR_WINDOW:
+                continue
+            joint = [c for c in mine if other.card_id in self.cards_of[c]]
+            if len(joint) == 1:
+                return joint[0]
+        return None
+
+    def _only(self, card_id: int) -> int | None:
+        mine = self.by_card.get(card_id, set())
+        return next(iter(mine)) if len(mine) == 1 else None

@@ -1,0 +1,313 @@
+"""The job report's reads: one job's window on its nodes and cards, summarised from stored
+telemetry (rollups for long jobs: :func:`monitoring.selectors.series_window_stats`), its events with
+the cable each link event lands on, and the findings of :mod:`jobs.report.findings`.
+
+Queries: the nodes with their cards, the series summary (one query per threshold group), the
+events, the cables of the job's cards, the job's transitions: a constant number for any job size.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Q
+from django.utils import timezone
+
+from inventory.models import CableTermination, Card, Node
+from jobs.models import Job
+from jobs.report import findings as f
+from jobs.report.cables import CableIndex
+from monitoring import selectors as ms
+from monitoring.parsers.metrics import THROTTLE_BITS
+
+CARD_METRICS = {
+    "utilization_pct": "util",
+    "memory_used_bytes": "mem",
+    "memory_total_bytes": "mem_total",
+    "power_w": "power",
+    "temperature_c": "temp",
+}
+NODE_METRICS = {
+    "disk_iops": "disk_iops",
+    "net_util_pct": "net_util",
+    "node_power_w": "power",
+    "node_power_capacity_w": "power_capacity",
+}
+THROTTLE_METRICS = {f"throttle_{name}": name for name in THROTTLE_BITS if name != "gpu_idle"}
+#: events this long before the job's start still count (a link that flapped as it started)
+EVENT_LEAD = dt.timedelta(minutes=5)
+
+
+@dataclass
+class JobReport:
+    job: Job
+    start: dt.datetime | None
+    end: dt.datetime | None
+    resolution: int
+    facts: f.JobFacts
+    nodes: list[f.NodeUsage] = field(default_factory=list)
+    notes: list[f.Finding] = field(default_factory=list)
+    diagnosis: list[f.Finding] = field(default_factory=list)
+    events: list[f.EventFact] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return f.is_failure(self.facts)
+
+    @property
+    def unexplained(self) -> bool:
+        return self.failed and not self.diagnosis
+
+    @property
+    def time_used_pct(self) -> float | None:
+        if not self.facts.time_limit_s:
+            return None
+        return 100 * self.facts.elapsed_s / self.facts.time_limit_s
+
+    @property
+    def cards(self) -> list[f.CardUsage]:
+        return [c for n in self.nodes for c in n.cards]
+
+    @property
+    def energy_kwh(self) -> float | None:
+        values = [c.energy_kwh for c in self.cards if c.energy_kwh is not None]
+        return sum(values) if values else None
+
+    @property
+    def suspect_node(self) -> f.Suspect | None:
+        """The node of the most likely cause (what "resubmit excluding" leaves out)."""
+        for finding in self.diagnosis:
+            s = finding.suspect
+            if s is None:
+                continue
+            if s.kind == "node":
+                return s
+            node = self._node_of(s)
+            if node is not None:
+                return node
+        return None
+
+    def _node_of(self, s: f.Suspect) -> f.Suspect | None:
+        if s.kind == "card":
+            for n in self.nodes:
+                if any(c.card_id == s.id for c in n.cards):
+                    return f.Suspect("node", n.node_id, n.hostname)
+        if s.kind == "cable":
+            for e in self.events:
+                if e.cable is not None and e.cable.id == s.id:
+                    return f.Suspect("node", e.node_id, e.node)
+        return None
+
+
+def job_nodes(job: Job) -> list[Node]:
+    """The inventory nodes a job ran on (by Slurm name, or the short host name of a node without
+    one), with their cards."""
+    names = {n for n in (job.node_names or "").split(",") if n}
+    if not names:
+        return []
+    candidates = Node.objects.filter(
+        Q(slurm_name__in=names) | Q(slurm_name="") | Q(hostname__in=names), cluster_id=job.cluster_id
+    ).prefetch_related("cards__card_model")
+    return [
+        n for n in candidates.order_by("hostname") if n.effective_slurm_name in names or n.hostname in names
+    ]
+
+
+def _window(job: Job, now: dt.datetime) -> tuple[dt.datetime | None, dt.datetime | None]:
+    if job.start_time is None:
+        return None, None
+    return job.start_time, job.end_time or now
+
+
+def _usage(nodes: list[Node], stats: list[ms.SeriesStats], hours: float) -> list[f.NodeUsage]:
+    by_card: dict[tuple[int, int | None, str], dict[str, ms.SeriesStats]] = {}
+    by_node: dict[int, dict[str, list[ms.SeriesStats]]] = {}
+    for s in stats:
+        if s.card_ref:
+            by_card.setdefault((s.node_id, s.card_id, s.card_ref), {})[s.metric] = s
+        else:
+            by_node.setdefault(s.node_id, {}).setdefault(s.metric, []).append(s)
+    out = []
+    for node in nodes:
+        cards = {c.pk: c for c in node.cards.all() if c.status == "active"}
+        usage = f.NodeUsage(node_id=node.pk, hostname=node.hostname)
+        seen: set[int] = set()
+        for (node_id, card_id, ref), metrics in sorted(by_card.items(), key=lambda kv: str(kv[0][2])):
+            if node_id != node.pk:
+                continue
+            card = cards.get(card_id or 0)
+            if card_id is not None:
+                seen.add(card_id)
+            usage.cards.append(_card_usage(node, card, card_id, ref, metrics, hours))
+        for card in cards.values():  # cards the tools never reported: no telemetry, still listed
+            if card.pk not in seen:
+                usage.cards.append(_card_usage(node, card, card.pk, card.telemetry_id, {}, hours))
+        usage.cards.sort(key=lambda c: c.label)
+        nm = by_node.get(node.pk, {})
+        usage.disk_iops_mean, usage.disk_iops_peak = _sum_stats(nm.get("disk_iops", []))
+        usage.net_util_mean, usage.net_util_peak = _max_stats(nm.get("net_util_pct", []))
+        usage.power_mean, usage.power_peak = _max_stats(nm.get("node_power_w", [])[:1])
+        usage.power_capacity = _max_stats(nm.get("node_power_capacity_w", []))[1]
+        out.append(usage)
+    return out
+
+
+def _sum_stats(rows: list[ms.SeriesStats]) -> tuple[float | None, float | None]:
+    """Mean and peak of several devices added up (disks of one node)."""
+    if not rows:
+        return None, None
+    return sum(r.mean for r in rows), sum(r.max for r in rows)
+
+
+def _max_stats(rows: list[ms.SeriesStats]) -> tuple[float | None, float | None]:
+    """Mean and peak of the busiest device (network interfaces of one node)."""
+    if not rows:
+        return None, None
+    return max(r.mean for r in rows), max(r.max for r in rows)
+
+
+def _card_usage(
+    node: Node, card: Card | None, card_id: int | None, ref: str, m: dict[str, ms.SeriesStats], hours: float
+) -> f.CardUsage:
+    label = f"{node.hostname}/{card.slot}" if card is not None else f"{node.hostname}/{ref}"
+    u = f.CardUsage(
+        card_id=card_id, card_ref=ref, label=label, node=node.hostname,
+        vendor=card.card_model.vendor if card is not None else "",
+    )  # fmt: skip
+    if (s := m.get("utilization_pct")) is not None:
+        u.util_mean, u.util_peak = s.mean, s.max
+    if (s := m.get("memory_used_bytes")) is not None:
+        u.mem_mean, u.mem_peak = s.mean, s.max
+    if (s := m.get("memory_total_bytes")) is not None:
+        u.mem_total = s.max
+    elif card is not None and card.card_model.memory_gb:
+        u.mem_total = card.card_model.memory_gb * 10**9
+    if (s := m.get("power_w")) is not None:
+        u.power_mean, u.power_peak, u.power_min = s.mean, s.max, s.min
+        u.energy_kwh = s.mean * hours / 1000
+    if (s := m.get("temperature_c")) is not None:
+        u.temp_mean, u.temp_peak, u.hot_share = s.mean, s.max, s.share_above
+    u.throttle = {reason: m[metric].mean for metric, reason in THROTTLE_METRICS.items() if metric in m}
+    return u
+
+
+def _down_nodes(
+    nodes: list[Node], start: dt.datetime, end: dt.datetime
+) -> tuple[tuple[str, int, str, str], ...]:
+    out = []
+    for n in nodes:
+        state = (n.slurm_state or "").lower()
+        since = n.slurm_state_since
+        if any(w in state for w in ("down", "fail", "not_responding")) and (
+            since is None or since <= end + EVENT_LEAD
+        ):
+            out.append((n.hostname, n.pk, n.slurm_state, n.slurm_reason))
+    return tuple(out)
+
+
+def _facts(job: Job, nodes: list[Node], start: dt.datetime | None, end: dt.datetime | None,
+           output: str) -> f.JobFacts:  # fmt: skip
+    elapsed = (end - start).total_seconds() if start and end else 0.0
+    cards_per_node = max((sum(1 for c in n.cards.all() if c.status == "active") for n in nodes), default=0)
+    reason = job.state_reason or next(
+        (t.reason for t in reversed(list(job.transitions.all())) if t.reason), ""
+    )
+    return f.JobFacts(
+        state=job.state,
+        exit_code=job.exit_code,
+        reason=reason,
+        elapsed_s=elapsed,
+        time_limit_s=job.time_limit * 60 if job.time_limit else None,
+        active=job.is_active,
+        whole_nodes=not job.gpus or job.gpus >= cards_per_node,
+        output=output,
+        down_nodes=_down_nodes(nodes, start, end) if start and end and job.state in ("NODE_FAIL", "CANCELLED",
+                                                                                     "FAILED") else (),
+    )  # fmt: skip
+
+
+def _events(nodes: list[Node], start: dt.datetime, end: dt.datetime) -> list[f.EventFact]:
+    node_ids = [n.pk for n in nodes]
+    rows = list(ms.event_window_list(node_ids=node_ids, start=start - EVENT_LEAD, end=end))
+    card_ids = {c.pk for n in nodes for c in n.cards.all()}
+    terms = CableTermination.objects.filter(cable__terminations__card_id__in=card_ids).select_related(
+        "cable", "port__card__node", "port__node"
+    ).distinct()  # fmt: skip
+    cables = CableIndex(list(terms))
+    labels = {c.pk: f"{n.hostname}/{c.slot}" for n in nodes for c in n.cards.all()}
+    return cables.resolve(
+        [
+            f.EventFact(
+                ts=e.ts,
+                kind=e.kind,
+                severity=e.severity,
+                node_id=e.node_id,
+                node=e.node.hostname,
+                card_id=e.card_id,
+                card=labels.get(e.card_id or 0, e.card_ref),
+                message=e.message,
+                data=e.data if isinstance(e.data, dict) else {},
+            )  # fmt: skip
+            for e in rows
+        ]
+    )
+
+
+def job_report_get(job: Job, *, output: str = "", now: dt.datetime | None = None) -> JobReport:
+    """The report of ``job`` (live while it runs: the window ends now). ``output``: the tail of its
+    output file, as the job page has it (:func:`jobs.output.job_output_get`)."""
+    now = now or timezone.now()
+    start, end = _window(job, now)
+    nodes = job_nodes(job)
+    facts = _facts(job, nodes, start, end, output)
+    if start is None or end is None or end <= start:
+        return JobReport(job=job, start=start, end=end, resolution=0, facts=facts)
+    metrics = [*CARD_METRICS, *NODE_METRICS, *THROTTLE_METRICS]
+    resolution, stats = ms.series_window_stats(
+        node_ids=[n.pk for n in nodes], metrics=metrics, start=start, end=end,
+        above={"temperature_c": f.HOT_C}, now=now,
+    )  # fmt: skip
+    usage = _usage(nodes, stats, (end - start).total_seconds() / 3600)
+    events = _events(nodes, start, end)
+    return JobReport(
+        job=job, start=start, end=end, resolution=resolution, facts=facts, nodes=usage,
+        notes=f.efficiency_notes(facts, usage), diagnosis=f.diagnose(facts, usage, events), events=events,
+    )  # fmt: skip
+
+
+def report_as_dict(report: JobReport) -> dict[str, Any]:
+    """The report as the API returns it (JobReportSerializer documents the shape)."""
+    from dataclasses import asdict
+
+    def finding(x: f.Finding) -> dict[str, Any]:
+        d = asdict(x)
+        return d
+
+    return {
+        "job": report.job.pk,
+        "state": report.job.state,
+        "active": report.facts.active,
+        "start": report.start,
+        "end": report.end,
+        "elapsed_s": report.facts.elapsed_s,
+        "time_limit_s": report.facts.time_limit_s,
+        "time_used_pct": report.time_used_pct,
+        "resolution_s": report.resolution,
+        "energy_kwh": report.energy_kwh,
+        "failed": report.failed,
+        "unexplained": report.unexplained,
+        "diagnosis": [finding(x) for x in report.diagnosis],
+        "notes": [finding(x) for x in report.notes],
+        "nodes": [
+            {
+                **{k: v for k, v in asdict(n).items() if k != "cards"},
+                "cards": [
+                    {**asdict(c), "idle": c.idle, "throttled_thermal": c.throttled_thermal} for c in n.cards
+                ],
+            }
+            for n in report.nodes
+        ],  # fmt: skip
+        "suspect_node": asdict(report.suspect_node) if report.suspect_node else None,
+    }
