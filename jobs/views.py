@@ -32,6 +32,8 @@ from jobs.forms import JobSubmitForm, JobTemplateForm, NodeOperationForm, templa
 from jobs.models import Action, Job, JobTemplate
 from jobs.output import job_output_get
 from jobs.pending_reasons import diagnose_output, explain_pending_reason, explain_submit_error
+from jobs.report import services as report_services
+from jobs.report.selectors import job_report_get, report_next_steps
 from monitoring.selectors import job_energy_get
 from portal.views.generic import Column, ObjectDetailView, ObjectEditView, ObjectListView, _add_errors
 
@@ -130,6 +132,74 @@ def job_output(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         stop = HttpResponseStopPolling(response.content)
         return stop
     return response
+
+
+@login_required
+@permission_required("jobs.view_job", raise_exception=True)
+def job_report(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The job's report (efficiency, notes, diagnosis, next steps); polls while the job runs or its
+    output has not been read yet."""
+    job = _visible_job(request, pk)
+    output = job_output_get(job)
+    report = job_report_get(job, output=output.text)
+    poll = job.is_active or output.pending
+    context = {"job": job, "report": report, "next": report_next_steps(report, request.user), "poll": poll}
+    response = render(request, "jobs/job_report.html", context)
+    if request.htmx and not poll:
+        return HttpResponseStopPolling(response.content)
+    return response
+
+
+def _next_step_done(request: HtmxHttpRequest, job: Job, run: Any, done: Any) -> HttpResponse:
+    """Run a next-step service; its refusal comes back as a message on the job page."""
+    try:
+        result = run()
+    except PermissionDenied as exc:
+        return _forbidden(request, str(exc))
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return HttpResponseRedirect(reverse("jobs:job", args=[job.pk]))
+    return done(result)
+
+
+@login_required
+@require_POST
+def job_resubmit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    job = _visible_job(request, pk)
+    exclude = request.POST.get("exclude", "")
+    resume = request.POST.get("resume") == "1"
+    return _next_step_done(
+        request,
+        job,
+        lambda: services.job_resubmit(job, user=request.user, exclude=exclude, resume=resume),
+        lambda action: HttpResponseRedirect(reverse("jobs:action", args=[action.pk])),
+    )
+
+
+@login_required
+@require_POST
+def job_drain_suspect(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    job = _visible_job(request, pk)
+    return _next_step_done(
+        request,
+        job,
+        lambda: report_services.job_suspect_node_drain(job, user=request.user),
+        lambda action: HttpResponseRedirect(reverse("jobs:action", args=[action.pk])),
+    )
+
+
+@login_required
+@require_POST
+def job_cable_faulty(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    job = _visible_job(request, pk)
+
+    def done(cable: Any) -> HttpResponse:
+        messages.success(request, _("Cable %(cable)s is marked faulty.") % {"cable": cable})
+        return HttpResponseRedirect(reverse("inventory:cable", args=[cable.pk]))
+
+    return _next_step_done(
+        request, job, lambda: report_services.job_suspect_cable_mark_faulty(job, user=request.user), done
+    )
 
 
 @login_required

@@ -10,9 +10,13 @@ from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from inventory.api.serializers import CableSerializer
 from jobs import filters, selectors, services
 from jobs.api import serializers as s
 from jobs.models import Action, ActionKind, Job, JobTemplate
+from jobs.output import job_output_get
+from jobs.report import services as report_services
+from jobs.report.selectors import job_report_get, report_as_dict
 from portal.api.permissions import HasPerm
 from portal.api.viewsets import PortalModelViewSet
 from portal.services import instance_save
@@ -98,6 +102,48 @@ class JobViewSet(viewsets.ReadOnlyModelViewSet):
     @action(detail=True, methods=["post"], permission_classes=[HasPerm.of("jobs.add_action")])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         return _accepted(services.job_cancel_request(self.get_object(), user=request.user), request)
+
+    @extend_schema(responses=s.JobReportSerializer)
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
+    def report(self, request: Request, pk: str | None = None) -> Response:
+        """The job's report: efficiency per node and card, notes, and for a failed job the likely
+        causes ranked, from the telemetry of its window (live while it runs)."""
+        job = self.get_object()
+        report = job_report_get(job, output=job_output_get(job).text)
+        return Response(s.JobReportSerializer(report_as_dict(report)).data)
+
+    @extend_schema(
+        request=s.JobResubmitSerializer,
+        responses={202: OpenApiResponse(s.ActionSerializer, description="The submit action was recorded.")},
+    )
+    @action(detail=True, methods=["post"], permission_classes=[HasPerm.of("jobs.submit_job")])
+    def resubmit(self, request: Request, pk: str | None = None) -> Response:
+        """Submit a finished job of yours again, through the same checks as any submission,
+        excluding one of its nodes and/or resuming from its template's checkpoint directory."""
+        body = s.JobResubmitSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        row = services.job_resubmit(self.get_object(), user=request.user, **body.validated_data)
+        return _accepted(row, request)
+
+    @extend_schema(
+        request=None,
+        responses={202: OpenApiResponse(s.ActionSerializer, description="The drain action was recorded.")},
+    )
+    @action(detail=True, methods=["post"], url_path="drain-suspect",
+            permission_classes=[HasPerm.of("jobs.operate_nodes")])  # fmt: skip
+    def drain_suspect(self, request: Request, pk: str | None = None) -> Response:
+        """Drain the node the job's report names as the likely cause, the job as the reason."""
+        return _accepted(
+            report_services.job_suspect_node_drain(self.get_object(), user=request.user), request
+        )
+
+    @extend_schema(request=None, responses=CableSerializer)
+    @action(detail=True, methods=["post"], url_path="cable-faulty",
+            permission_classes=[HasPerm.of("jobs.operate_nodes")])  # fmt: skip
+    def cable_faulty(self, request: Request, pk: str | None = None) -> Response:
+        """Mark the cable the job's report names as the likely cause faulty, the job as the reason."""
+        cable = report_services.job_suspect_cable_mark_faulty(self.get_object(), user=request.user)
+        return Response(CableSerializer(cable, context={"request": request}).data)
 
     @extend_schema(responses=s.JobTransitionSerializer(many=True))
     @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])

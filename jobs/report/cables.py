@@ -25,7 +25,8 @@ PAIR_WINDOW = dt.timedelta(seconds=60)
 
 def _end_label(term: CableTermination) -> str:
     port = term.port
-    owner = f"{port.card.node.hostname}/{port.card.slot}" if port.card_id else port.node.hostname
+    card = port.card
+    owner = f"{card.node.hostname}/{card.slot}" if card is not None else port.node.hostname
     return f"{owner} {port.name}"
 
 

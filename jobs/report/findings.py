@@ -106,11 +106,16 @@ class CardUsage:
         nv = max((self.throttle.get(r, 0.0) for r in THERMAL_REASONS), default=0.0)
         return max(nv, self.hot_share)
 
+    @property
+    def throttled_thermal_pct(self) -> float:
+        return 100 * self.throttled_thermal
+
 
 @dataclass
 class NodeUsage:
     node_id: int
     hostname: str
+    slurm_name: str = ""
     cards: list[CardUsage] = field(default_factory=list)
     disk_iops_mean: float | None = None
     disk_iops_peak: float | None = None
@@ -473,16 +478,21 @@ def _xid_advice(cls: str) -> tuple[str, int]:
     return _("Look the Xid up in NVIDIA's Xid catalogue."), 50
 
 
+def _xid_of(e: EventFact) -> int:
+    """The Xid of an event ("GPU has fallen off the bus" lines are Xid 79)."""
+    value = e.data.get("xid")
+    return int(value) if e.kind == "xid" and isinstance(value, int | str) and str(value).isdigit() else 79
+
+
 def _xids(events: list[EventFact]) -> list[Finding]:
     xids = [e for e in events if e.kind in ("xid", "gpu_fell_off_bus")]
     by_class: dict[str, list[EventFact]] = {}
     for e in xids:
-        xid = int(e.data.get("xid") or 79) if e.kind == "xid" else 79
-        by_class.setdefault(xid_class(xid), []).append(e)
+        by_class.setdefault(xid_class(_xid_of(e)), []).append(e)
     out = []
     for cls, evs in by_class.items():
         e = evs[0]
-        xid = int(e.data.get("xid") or 79) if e.kind == "xid" else 79
+        xid = _xid_of(e)
         advice, score = _xid_advice(cls)
         out.append(
             Finding(

@@ -9,14 +9,14 @@ events, the cables of the job's cards, the job's transitions: a constant number 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.db.models import Q
 from django.utils import timezone
 
 from inventory.models import CableTermination, Card, Node
-from jobs.models import Job
+from jobs.models import Job, JobTemplate, NodeTransition
 from jobs.report import findings as f
 from jobs.report.cables import CableIndex
 from monitoring import selectors as ms
@@ -132,7 +132,7 @@ def _usage(nodes: list[Node], stats: list[ms.SeriesStats], hours: float) -> list
     out = []
     for node in nodes:
         cards = {c.pk: c for c in node.cards.all() if c.status == "active"}
-        usage = f.NodeUsage(node_id=node.pk, hostname=node.hostname)
+        usage = f.NodeUsage(node_id=node.pk, hostname=node.hostname, slurm_name=node.effective_slurm_name)
         seen: set[int] = set()
         for (node_id, card_id, ref), metrics in sorted(by_card.items(), key=lambda kv: str(kv[0][2])):
             if node_id != node.pk:
@@ -193,18 +193,31 @@ def _card_usage(
     return u
 
 
+DOWN_WORDS = ("down", "fail", "not_responding", "missing")
+
+
+def _is_down(state: str) -> bool:
+    return any(w in (state or "").lower() for w in DOWN_WORDS)
+
+
 def _down_nodes(
     nodes: list[Node], start: dt.datetime, end: dt.datetime
 ) -> tuple[tuple[str, int, str, str], ...]:
-    out = []
+    """Job nodes Slurm set down in the window (on record even if they came back since), or that are
+    down now since after the job started."""
+    by_id = {n.pk: n for n in nodes}
+    found: dict[int, tuple[str, int, str, str]] = {}
+    went_down = NodeTransition.objects.filter(
+        node_id__in=list(by_id), at__gte=start - EVENT_LEAD, at__lte=end + EVENT_LEAD
+    ).order_by("at")
+    for t in went_down:
+        if _is_down(t.to_state) and t.node_id not in found:
+            found[t.node_id] = (by_id[t.node_id].hostname, t.node_id, t.to_state, t.reason)
     for n in nodes:
-        state = (n.slurm_state or "").lower()
         since = n.slurm_state_since
-        if any(w in state for w in ("down", "fail", "not_responding")) and (
-            since is None or since <= end + EVENT_LEAD
-        ):
-            out.append((n.hostname, n.pk, n.slurm_state, n.slurm_reason))
-    return tuple(out)
+        if n.pk not in found and _is_down(n.slurm_state) and (since is None or since >= start - EVENT_LEAD):
+            found[n.pk] = (n.hostname, n.pk, n.slurm_state, n.slurm_reason)
+    return tuple(found.values())
 
 
 def _facts(job: Job, nodes: list[Node], start: dt.datetime | None, end: dt.datetime | None,
@@ -223,9 +236,8 @@ def _facts(job: Job, nodes: list[Node], start: dt.datetime | None, end: dt.datet
         active=job.is_active,
         whole_nodes=not job.gpus or job.gpus >= cards_per_node,
         output=output,
-        down_nodes=_down_nodes(nodes, start, end) if start and end and job.state in ("NODE_FAIL", "CANCELLED",
-                                                                                     "FAILED") else (),
-    )  # fmt: skip
+        down_nodes=_down_nodes(nodes, start, end) if start and end and job.state in f.FAILED_STATES else (),
+    )
 
 
 def _events(nodes: list[Node], start: dt.datetime, end: dt.datetime) -> list[f.EventFact]:
@@ -277,14 +289,41 @@ def job_report_get(job: Job, *, output: str = "", now: dt.datetime | None = None
     )  # fmt: skip
 
 
+def report_next_steps(report: JobReport, user: Any) -> dict[str, Any]:
+    """Which next-step buttons apply for ``user`` (the API refuses the same ones): resubmit (the
+    owner, a finished failed job; excluding the suspect node; resuming where its template can),
+    drain the suspect node / mark the suspect cable faulty (operators)."""
+    job = report.job
+    out: dict[str, Any] = {
+        "resubmit": False,
+        "exclude": "",
+        "can_resume": False,
+        "drain": None,
+        "cable": None,
+    }
+    if not report.failed or job.is_active:
+        return out
+    suspect = report.suspect_node
+    node = next((n for n in report.nodes if suspect and n.node_id == suspect.id), None)
+    owner = job.owner_id is not None and job.owner_id == getattr(user, "pk", None)
+    if owner and user.has_perm("jobs.submit_job"):
+        out["resubmit"] = True
+        out["exclude"] = node.slurm_name if node else ""
+        action = job.submitted_by_action
+        template_id = action.params.get("template") if action is not None else None
+        if isinstance(template_id, int):
+            template = JobTemplate.objects.filter(pk=template_id).first()
+            out["can_resume"] = template is not None and template.can_resume
+    if user.has_perm("jobs.operate_nodes"):
+        out["drain"] = suspect
+        out["cable"] = next(
+            (f.suspect for f in report.diagnosis if f.suspect and f.suspect.kind == "cable"), None
+        )
+    return out
+
+
 def report_as_dict(report: JobReport) -> dict[str, Any]:
     """The report as the API returns it (JobReportSerializer documents the shape)."""
-    from dataclasses import asdict
-
-    def finding(x: f.Finding) -> dict[str, Any]:
-        d = asdict(x)
-        return d
-
     return {
         "job": report.job.pk,
         "state": report.job.state,
@@ -298,8 +337,8 @@ def report_as_dict(report: JobReport) -> dict[str, Any]:
         "energy_kwh": report.energy_kwh,
         "failed": report.failed,
         "unexplained": report.unexplained,
-        "diagnosis": [finding(x) for x in report.diagnosis],
-        "notes": [finding(x) for x in report.notes],
+        "diagnosis": [asdict(x) for x in report.diagnosis],
+        "notes": [asdict(x) for x in report.notes],
         "nodes": [
             {
                 **{k: v for k, v in asdict(n).items() if k != "cards"},
@@ -310,4 +349,5 @@ def report_as_dict(report: JobReport) -> dict[str, Any]:
             for n in report.nodes
         ],  # fmt: skip
         "suspect_node": asdict(report.suspect_node) if report.suspect_node else None,
+        "output": report.facts.output,
     }

@@ -1,92 +1,29 @@
 """The job report: efficiency and diagnosis from telemetry ingested in the tools' real formats
 (tt-smi JSON, nvidia-smi CSV, node_exporter text, kernel log lines) through the ingest service,
-rolled up as the periodic task does, on the seeded rig and pod inventories."""
+rolled up as the periodic task does, on the seeded rig and pod inventories (tests/jobs/telemetry.py)."""
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from django.utils import timezone
 
-from inventory import seed
 from inventory.models import Cluster, Node
-from jobs.models import Job
 from jobs.report.selectors import job_report_get
 from monitoring.services import telemetry_ingest_text
-from monitoring.services.maintenance import telemetry_rollup
-from portal.demo.nodes import NodeSim, node_sims
+from portal.demo.nodes import NodeSim
+from tests.jobs.telemetry import NCCL_LOG, feed, make_job, sims, start_ago
 
 pytestmark = pytest.mark.django_db
-
-FIXTURES = Path(__file__).resolve().parents[1] / "parsers" / "fixtures"
-NCCL_LOG = (FIXTURES / "job_nccl.log").read_text()
-STEP_S = 10
-
-
-@pytest.fixture
-def rig() -> Cluster:
-    return seed.seed_rig(seed.card_models(), seed.chassis_models())
-
-
-@pytest.fixture
-def pod() -> Cluster:
-    return seed.seed_pod(seed.card_models(), seed.chassis_models())
-
-
-def _sims(hostname: str) -> NodeSim:
-    return next(n for n in node_sims() if n.hostname == hostname)
-
-
-def feed(
-    sim: NodeSim,
-    start: dt.datetime,
-    seconds: int,
-    *,
-    load: float = 0.93,
-    at: Callable[[int, NodeSim], None] | None = None,
-    extra: Callable[[int, dt.datetime], None] | None = None,
-) -> None:
-    """The node's collector output every 10 s over [start, start + seconds], ingested; rolled up."""
-    for card in sim.cards:
-        card.load = load
-    for t in range(0, seconds + 1, STEP_S):
-        if at is not None:
-            at(t, sim)
-        for card in sim.cards:
-            card.step(STEP_S)
-        ts = start + dt.timedelta(seconds=t)
-        telemetry_ingest_text(sim.fmt, sim.render(ts), node_hostname=sim.hostname, ts=ts)
-        if extra is not None:
-            extra(t, ts)
-    telemetry_rollup(start=start - dt.timedelta(hours=1), end=start + dt.timedelta(seconds=seconds + 120))
-
-
-def make_job(cluster: Cluster, nodes: str, *, state: str, start: dt.datetime, minutes: int, **kw: Any) -> Job:
-    fields: dict[str, Any] = {
-        "cluster": cluster, "job_id": 4000 + Job.objects.count(), "name": "train", "user": "alice",
-        "state": state, "nodes": nodes, "node_names": f",{nodes},", "node_count": nodes.count(",") + 1,
-        "start_time": start, "end_time": start + dt.timedelta(minutes=minutes), "time_limit": 60,
-        **kw,
-    }  # fmt: skip
-    return Job.objects.create(**fields)
-
-
-def _start(minutes_ago: int = 20) -> dt.datetime:
-    return (timezone.now() - dt.timedelta(minutes=minutes_ago)).replace(microsecond=0)
-
 
 # -- NCCL timeout <-> a flapping QSFP cable ---------------------------------------------------------
 
 
 def test_nccl_timeout_with_a_flapping_cable_names_the_cable_and_both_ends(rig: Cluster) -> None:
-    start = _start()
-    sim = _sims("rig01")
+    start = start_ago()
+    sim = sims("rig01")
 
     def flap(t: int, s: NodeSim) -> None:  # cards A and B lose their QSFP1 link for 30 s at 5 min
         for card in s.cards[:2]:
@@ -110,8 +47,8 @@ def test_nccl_timeout_with_a_flapping_cable_names_the_cable_and_both_ends(rig: C
 
 
 def test_nccl_timeout_without_link_trouble_says_so(rig: Cluster) -> None:
-    start = _start()
-    feed(_sims("rig01"), start, 300)
+    start = start_ago()
+    feed(sims("rig01"), start, 300)
     job = make_job(rig, "rig01", state="FAILED", start=start, minutes=5, exit_code=1, gpus=4)
 
     report = job_report_get(job, output=NCCL_LOG)
@@ -125,8 +62,8 @@ def test_nccl_timeout_without_link_trouble_says_so(rig: Cluster) -> None:
 
 
 def test_an_overheating_card_is_noted_and_diagnosed(rig: Cluster) -> None:
-    start = _start(40)
-    sim = _sims("rig01")
+    start = start_ago(40)
+    sim = sims("rig01")
     sim.cards[2].fan_fault = True  # card C
     feed(sim, start, 1800)
     job = make_job(rig, "rig01", state="FAILED", start=start, minutes=30, exit_code=1, gpus=4)
@@ -148,8 +85,8 @@ def test_an_overheating_card_is_noted_and_diagnosed(rig: Cluster) -> None:
 
 
 def test_xid_79_names_the_card_that_fell_off_the_bus(pod: Cluster) -> None:
-    start = _start()
-    sim = _sims("gpu01")
+    start = start_ago()
+    sim = sims("gpu01")
 
     def xid(t: int, ts: dt.datetime) -> None:
         if t == 200:
@@ -172,8 +109,8 @@ def test_xid_79_names_the_card_that_fell_off_the_bus(pod: Cluster) -> None:
 
 
 def test_cuda_out_of_memory_shows_the_peak_memory(pod: Cluster) -> None:
-    start = _start()
-    feed(_sims("gpu01"), start, 300)
+    start = start_ago()
+    feed(sims("gpu01"), start, 300)
     job = make_job(pod, "gpu01", state="FAILED", start=start, minutes=5, exit_code=1, gpus=8)
     output = (
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.10 GiB total)\n"
@@ -188,8 +125,8 @@ def test_cuda_out_of_memory_shows_the_peak_memory(pod: Cluster) -> None:
 
 
 def test_tenstorrent_allocation_failure(rig: Cluster) -> None:
-    start = _start()
-    feed(_sims("rig01"), start, 120)
+    start = start_ago()
+    feed(sims("rig01"), start, 120)
     job = make_job(rig, "rig01", state="FAILED", start=start, minutes=2, exit_code=1, gpus=4)
     output = (
         "TT_THROW @ tt_metal/impl/allocator/bank_manager.cpp:130: tt::exception\n"
@@ -203,8 +140,8 @@ def test_tenstorrent_allocation_failure(rig: Cluster) -> None:
 
 
 def test_two_idle_gpus_of_eight_are_noted(pod: Cluster) -> None:
-    start = _start()
-    sim = _sims("gpu01")
+    start = start_ago()
+    sim = sims("gpu01")
 
     def idle_two(t: int, s: NodeSim) -> None:
         for card in s.cards[6:]:
@@ -222,8 +159,8 @@ def test_two_idle_gpus_of_eight_are_noted(pod: Cluster) -> None:
 
 
 def test_short_use_of_a_long_limit_is_noted(pod: Cluster) -> None:
-    start = _start(40)
-    feed(_sims("gpu01"), start, 1800)
+    start = start_ago(40)
+    feed(sims("gpu01"), start, 1800)
     job = make_job(pod, "gpu01", state="COMPLETED", start=start, minutes=30, exit_code=0, gpus=8,
                    time_limit=24 * 60)  # fmt: skip
 
@@ -237,8 +174,8 @@ def test_short_use_of_a_long_limit_is_noted(pod: Cluster) -> None:
 
 
 def test_io_bound_job_is_told_data_loading_is_the_bottleneck(pod: Cluster) -> None:
-    start = _start()
-    sim = _sims("gpu01")
+    start = start_ago()
+    sim = sims("gpu01")
 
     def disks(t: int, ts: dt.datetime) -> None:
         n = t * 3000  # 3,000 reads/s + 100 writes/s, the whole job
@@ -262,8 +199,8 @@ def test_io_bound_job_is_told_data_loading_is_the_bottleneck(pod: Cluster) -> No
 
 
 def test_node_fail_names_the_node_slurm_set_down(pod: Cluster) -> None:
-    start = _start()
-    feed(_sims("gpu03"), start, 120)
+    start = start_ago()
+    feed(sims("gpu03"), start, 120)
     Node.objects.filter(hostname="gpu03").update(
         slurm_state="down", slurm_reason="Not responding", slurm_state_since=start + dt.timedelta(minutes=1)
     )
@@ -277,7 +214,7 @@ def test_node_fail_names_the_node_slurm_set_down(pod: Cluster) -> None:
 
 
 def test_timeout_says_the_limit_and_how_to_resume(pod: Cluster) -> None:
-    start = _start(70)
+    start = start_ago(70)
     job = make_job(pod, "gpu01", state="TIMEOUT", start=start, minutes=61, gpus=8)
 
     report = job_report_get(job)
@@ -287,7 +224,7 @@ def test_timeout_says_the_limit_and_how_to_resume(pod: Cluster) -> None:
 
 
 def test_init_process_group_timeout(pod: Cluster) -> None:
-    start = _start()
+    start = start_ago()
     job = make_job(pod, "gpu01,gpu02", state="FAILED", start=start, minutes=10, exit_code=1, gpus=8)
     output = (
         "torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 1/2 clients joined.\n"
@@ -301,8 +238,8 @@ def test_init_process_group_timeout(pod: Cluster) -> None:
 
 
 def test_a_failure_nothing_explains_is_said_plainly(pod: Cluster) -> None:
-    start = _start()
-    feed(_sims("gpu01"), start, 120)
+    start = start_ago()
+    feed(sims("gpu01"), start, 120)
     job = make_job(pod, "gpu01", state="FAILED", start=start, minutes=2, exit_code=1, gpus=8)
 
     report = job_report_get(job, output="Traceback (most recent call last):\nKeyError: 'lr'\n")
@@ -311,9 +248,9 @@ def test_a_failure_nothing_explains_is_said_plainly(pod: Cluster) -> None:
 
 
 def test_the_report_reads_a_constant_number_of_queries(pod: Cluster) -> None:
-    start = _start()
+    start = start_ago()
     for host in ("gpu01", "gpu02"):
-        feed(_sims(host), start, 60)
+        feed(sims(host), start, 60)
     one = make_job(pod, "gpu01", state="FAILED", start=start, minutes=1, exit_code=1, gpus=8)
     two = make_job(pod, "gpu01,gpu02", state="FAILED", start=start, minutes=1, exit_code=1, gpus=8)
 
