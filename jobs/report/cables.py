@@ -15,6 +15,7 @@ Otherwise the event stays on its card (the report names the card, not a cable).
 from __future__ import annotations
 
 import datetime as dt
+from bisect import bisect_left
 from dataclasses import replace
 
 from inventory.models import CableTermination
@@ -72,26 +73,32 @@ class CableIndex:
 
     def resolve(self, events: list[EventFact]) -> list[EventFact]:
         """The events, each link event with the cable it lands on where one can be told."""
-        links = [e for e in events if e.kind in LINK_KINDS and e.card_id is not None]
+        times: dict[int, list[dt.datetime]] = {}  # card id -> its link events' times, in order
+        for e in events:
+            if e.kind in LINK_KINDS and e.card_id is not None:
+                times.setdefault(e.card_id, []).append(e.ts)
+        for ts in times.values():
+            ts.sort()
         out = []
         for e in events:
             cable = None
             if e.kind in LINK_KINDS:
                 cable = self._named_port(e)
                 if cable is None and e.card_id is not None:
-                    cable = self._paired(e, links) or self._only(e.card_id)
+                    cable = self._paired(e, times) or self._only(e.card_id)
             out.append(replace(e, cable=self.refs[cable]) if cable is not None else e)
         return out
 
-    def _paired(self, e: EventFact, links: list[EventFact]) -> int | None:
-        mine = self.by_card.get(e.card_id or 0, set())
-        for other in links:
-            if other.card_id == e.card_id or abs(other.ts - e.ts) > PAIR_WINDOW:
-                continue
-            joint = [c for c in mine if other.card_id in self.cards_of[c]]
-            if len(joint) == 1:
-                return joint[0]
-        return None
+    def _paired(self, e: EventFact, times: dict[int, list[dt.datetime]]) -> int | None:
+        """The one cable of ``e``'s card whose other end saw a link event within PAIR_WINDOW."""
+        joint = []
+        for cable in self.by_card.get(e.card_id or 0, set()):
+            for other in self.cards_of[cable] - {e.card_id}:
+                seen = times.get(other, [])
+                i = bisect_left(seen, e.ts - PAIR_WINDOW)
+                if i < len(seen) and seen[i] <= e.ts + PAIR_WINDOW:
+                    joint.append(cable)
+        return joint[0] if len(joint) == 1 else None
 
     def _only(self, card_id: int) -> int | None:
         mine = self.by_card.get(card_id, set())

@@ -240,29 +240,48 @@ def _facts(job: Job, nodes: list[Node], start: dt.datetime | None, end: dt.datet
     )
 
 
+#: the event kinds the diagnosis reads (a flaky card's thousands of corrected AER lines are not read)
+DIAGNOSIS_EVENT_KINDS = (
+    *f.LINK_KINDS,
+    "xid",
+    "gpu_fell_off_bus",
+    "heartbeat_stall",
+    "nccl_timeout",
+    "nccl_net_error",
+)
+#: at most this many events of a window (the first ones: a fault shows early)
+MAX_EVENTS = 5000
+
+
 def _events(nodes: list[Node], start: dt.datetime, end: dt.datetime) -> list[f.EventFact]:
-    node_ids = [n.pk for n in nodes]
-    rows = list(ms.event_window_list(node_ids=node_ids, start=start - EVENT_LEAD, end=end))
-    card_ids = {c.pk for n in nodes for c in n.cards.all()}
-    terms = CableTermination.objects.filter(cable__terminations__card_id__in=card_ids).select_related(
-        "cable", "port__card__node", "port__node"
-    ).distinct()  # fmt: skip
-    cables = CableIndex(list(terms))
+    rows = (
+        ms.event_window_list(node_ids=[n.pk for n in nodes], start=start - EVENT_LEAD, end=end)
+        .filter(kind__in=DIAGNOSIS_EVENT_KINDS)
+        .values_list("ts", "kind", "severity", "node_id", "card_id", "card_ref", "message", "data")[
+            :MAX_EVENTS
+        ]
+    )
+    hosts = {n.pk: n.hostname for n in nodes}
     labels = {c.pk: f"{n.hostname}/{c.slot}" for n in nodes for c in n.cards.all()}
-    return cables.resolve(
+    terms = (
+        CableTermination.objects.filter(cable__terminations__card_id__in=list(labels))
+        .select_related("cable", "port__card__node", "port__node")
+        .distinct()
+    )
+    return CableIndex(list(terms)).resolve(
         [
             f.EventFact(
-                ts=e.ts,
-                kind=e.kind,
-                severity=e.severity,
-                node_id=e.node_id,
-                node=e.node.hostname,
-                card_id=e.card_id,
-                card=labels.get(e.card_id or 0, e.card_ref),
-                message=e.message,
-                data=e.data if isinstance(e.data, dict) else {},
+                ts=ts,
+                kind=kind,
+                severity=severity,
+                node_id=node_id,
+                node=hosts.get(node_id, ""),
+                card_id=card_id,
+                card=labels.get(card_id or 0, card_ref),
+                message=message,
+                data=data if isinstance(data, dict) else {},
             )  # fmt: skip
-            for e in rows
+            for ts, kind, severity, node_id, card_id, card_ref, message, data in rows
         ]
     )
 

@@ -13,6 +13,7 @@ from django.urls import reverse
 from inventory.choices import CableStatus
 from inventory.models import Cable
 from jobs import services
+from jobs.api.serializers import JobReportSerializer, ReportCardSerializer, ReportNodeSerializer
 from jobs.models import Action, Job, JobTemplate
 from jobs.sync import cluster_sync
 from portal.models import AuditEntry
@@ -195,6 +196,9 @@ def test_report_api_is_in_the_schema_and_scoped_to_the_owner(rig, researcher_use
     body = api_as(researcher_user).get(f"/api/jobs/jobs/{job.pk}/report/").json()
 
     assert body["failed"] is True and body["unexplained"] is True
+    assert set(body) == set(JobReportSerializer().fields)
+    assert set(body["nodes"][0]) == set(ReportNodeSerializer().fields)
+    assert set(body["nodes"][0]["cards"][0]) == set(ReportCardSerializer().fields)
     assert [c["label"] for c in body["nodes"][0]["cards"]] == ["rig01/A", "rig01/B", "rig01/C", "rig01/D"]
     assert body["nodes"][0]["cards"][0]["power_mean"] > 100
     schema = api_as(researcher_user).get("/api/schema/?format=json").json()
