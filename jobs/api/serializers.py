@@ -212,6 +212,7 @@ class ReportCardSerializer(serializers.Serializer):
 class ReportNodeSerializer(serializers.Serializer):
     node_id = serializers.IntegerField()
     hostname = serializers.CharField()
+    slurm_name = serializers.CharField()
     disk_iops_mean = serializers.FloatField(allow_null=True)
     disk_iops_peak = serializers.FloatField(allow_null=True)
     net_util_mean = serializers.FloatField(allow_null=True, help_text="%")
