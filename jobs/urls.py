@@ -16,6 +16,7 @@ urlpatterns = [
     path("<int:pk>/resubmit/", v.job_resubmit, name="job_resubmit"),
     path("<int:pk>/drain-suspect/", v.job_drain_suspect, name="job_drain_suspect"),
     path("<int:pk>/cable-faulty/", v.job_cable_faulty, name="job_cable_faulty"),
+    path("timeline/<str:kind>/<int:pk>/", v.timeline, name="timeline"),
     path("actions/", v.action_list, name="action_list"),
     path("actions/<uuid:pk>/", v.action_detail, name="action"),
     path("nodes/", v.node_ops, name="node_ops"),

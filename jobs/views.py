@@ -8,16 +8,18 @@ fragments with ``hx-swap-oob``).
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ObjectDoesNotExist, PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -33,6 +35,7 @@ from jobs.models import Action, Job, JobTemplate
 from jobs.output import job_output_get
 from jobs.pending_reasons import diagnose_output, explain_pending_reason, explain_submit_error
 from jobs.report import services as report_services
+from jobs.report import timeline as tl
 from jobs.report.selectors import job_report_get, report_next_steps
 from monitoring.selectors import job_energy_get
 from portal.views.generic import Column, ObjectDetailView, ObjectEditView, ObjectListView, _add_errors
@@ -200,6 +203,66 @@ def job_cable_faulty(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return _next_step_done(
         request, job, lambda: report_services.job_suspect_cable_mark_faulty(job, user=request.user), done
     )
+
+
+RANGES = {"1h": dt.timedelta(hours=1), "6h": dt.timedelta(hours=6), "24h": dt.timedelta(days=1),
+          "7d": dt.timedelta(days=7)}  # fmt: skip
+RANGE_LABELS = {"1h": gettext_lazy("1 h"), "6h": gettext_lazy("6 h"), "24h": gettext_lazy("24 h"),
+                "7d": gettext_lazy("7 d")}  # fmt: skip
+
+
+@login_required
+def timeline(request: HtmxHttpRequest, kind: str, pk: int) -> HttpResponse:
+    """The incident timeline of a job, node, card or cable, filtered by source and severity, with
+    the telemetry charts of the same window beneath it."""
+    if kind == "job":
+        if not request.user.has_perm("jobs.view_job"):
+            return _forbidden(request)
+        obj: Any = _visible_job(request, pk)
+        scope = tl.scope_for("job", obj)
+        range_key = ""
+    else:
+        if kind not in ("node", "card", "cable") or not request.user.has_perm(f"inventory.view_{kind}"):
+            raise Http404
+        try:
+            obj = tl.timeline_object(kind, pk)
+        except ObjectDoesNotExist:
+            raise Http404
+        range_key = request.GET.get("range") or "7d"
+        range_key = range_key if range_key in RANGES else "7d"
+        now = timezone.now()
+        scope = tl.scope_for(kind, obj, start=now - RANGES[range_key], end=now)  # type: ignore[arg-type]
+    sources = [x for x in request.GET.getlist("source") if x in tl.SOURCES] or list(tl.SOURCES)
+    severity = request.GET.get("severity") or "info"
+    severity = severity if severity in tl.SEVERITIES else "info"
+    entries = tl.timeline_list(scope, user=request.user, sources=sources, min_severity=severity)
+    context = {
+        "title": _("Timeline of %(what)s") % {"what": scope.label},
+        "kind": kind, "obj": obj, "scope": scope, "entries": entries, "sources": tl.SOURCES,
+        "chosen": sources, "severity": severity, "severities": tl.SEVERITIES, "range_key": range_key,
+        "ranges": RANGE_LABELS, **_timeline_charts(kind, obj, scope),
+    }  # fmt: skip
+    if request.htmx and not request.htmx.boosted:
+        return render(request, "jobs/timeline.html#timeline-entries", context)
+    return render(request, "jobs/timeline.html", context)
+
+
+def _timeline_charts(kind: str, obj: Any, scope: tl.Scope) -> dict[str, Any]:
+    """The charts beneath a timeline: its window, on the node (a job: its first node) or card."""
+    from inventory.models import Card, Node
+    from inventory.templatetags.inventory_live import chart_labels
+    from monitoring.overview import CHART_METRICS
+
+    if kind == "cable" or not scope.node_ids:
+        return {}
+    node = Node.objects.get(pk=obj.node_id if kind == "card" else scope.node_ids[0])
+    cards = [obj] if kind == "card" else list(Card.objects.filter(node=node).order_by("slot"))
+    return {
+        "chart_node": node.pk, "chart_card": obj.pk if kind == "card" else None, "chart_node_name": node.hostname,
+        "chart_cards": [{"id": c.pk, "label": c.slot} for c in cards], "chart_metrics": CHART_METRICS,
+        "chart_labels": chart_labels(), "chart_from": int(scope.start.timestamp()),
+        "chart_to": int(scope.end.timestamp()),
+    }  # fmt: skip
 
 
 @login_required

@@ -254,3 +254,16 @@ class JobResubmitSerializer(serializers.Serializer):
         required=False, default=False,
         help_text="Set the job template's resume variable to its checkpoint directory.",
     )  # fmt: skip
+
+
+class TimelineEntrySerializer(serializers.Serializer):
+    ts = serializers.DateTimeField()
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # the API's key; DRF pops declared fields
+        choices=["slurm", "action", "alert", "event", "readiness", "change"]
+    )
+    severity = serializers.ChoiceField(choices=["info", "warning", "critical"])
+    title = serializers.CharField()
+    detail = serializers.CharField()
+    who = serializers.CharField(help_text="Who asked for an action or made a change.")
+    target = serializers.CharField(help_text="The object the entry is about.")
+    url = serializers.CharField(allow_null=True, help_text="Its page.")
