@@ -240,7 +240,7 @@ def timeline(request: HtmxHttpRequest, kind: str, pk: int) -> HttpResponse:
         "title": _("Timeline of %(what)s") % {"what": scope.label},
         "kind": kind, "obj": obj, "scope": scope, "entries": entries, "sources": tl.SOURCES,
         "chosen": sources, "severity": severity, "severities": tl.SEVERITIES, "range_key": range_key,
-        "ranges": RANGE_LABELS, **_timeline_charts(kind, obj, scope),
+        "ranges": RANGE_LABELS, "max_entries": tl.MAX_ENTRIES, **_timeline_charts(kind, obj, scope),
     }  # fmt: skip
     if request.htmx and not request.htmx.boosted:
         return render(request, "jobs/timeline.html#timeline-entries", context)

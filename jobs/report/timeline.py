@@ -23,12 +23,13 @@ from django.utils.translation import gettext_lazy
 from inventory.models import Cable, CableTermination, Card, Node
 from inventory.models.readiness import ReadinessCheck
 from jobs import selectors as js
-from jobs.models import Job, JobTransition, NodeTransition
+from jobs.cluster.types import slurm_job_display_id
+from jobs.models import ActionKind, ActionStatus, Job, JobTransition, NodeTransition
 from jobs.report.cables import CableIndex
 from jobs.report.findings import EventFact
 from jobs.report.selectors import EVENT_LEAD, job_nodes
 from monitoring import selectors as ms
-from monitoring.models import Alert
+from monitoring.models import Alert, AlertRule
 from portal.models import AuditEntry
 
 Kind = Literal["job", "node", "card", "cable"]
@@ -42,8 +43,10 @@ SOURCES = {
 }
 SEVERITIES = ("info", "warning", "critical")
 RANK = {s: i for i, s in enumerate(SEVERITIES)}
-#: newest entries kept per source (a flapping card's ten thousand AER lines do not drown the rest)
+#: newest entries read per source (a flapping card's ten thousand AER lines do not drown the rest)
 PER_SOURCE = 500
+#: newest entries shown of the merge (narrow the sources, the severity or the range for older ones)
+MAX_ENTRIES = 500
 DOWN = ("down", "fail", "not_responding", "missing", "drain")
 
 
@@ -106,7 +109,8 @@ def scope_for(
 def timeline_list(
     scope: Scope, *, user: Any, sources: Iterable[str] | None = None, min_severity: str = "info"
 ) -> list[Entry]:
-    """The entries of ``scope``, newest first, of the given sources at or above ``min_severity``."""
+    """The newest :data:`MAX_ENTRIES` entries of ``scope``, newest first, of the given sources at or
+    above ``min_severity``."""
     wanted = set(sources or SOURCES) & set(SOURCES)
     readers = {
         "slurm": _slurm, "action": _actions, "alert": _alerts, "event": _events,
@@ -118,7 +122,7 @@ def timeline_list(
             entries.extend(readers[name](scope, user))
     floor = RANK.get(min_severity, 0)
     kept = [e for e in entries if RANK.get(e.severity, 0) >= floor and scope.start <= e.ts <= scope.end]
-    return sorted(kept, key=lambda e: e.ts, reverse=True)
+    return sorted(kept, key=lambda e: e.ts, reverse=True)[:MAX_ENTRIES]
 
 
 def _between(field: str, scope: Scope) -> Q:
@@ -128,6 +132,9 @@ def _between(field: str, scope: Scope) -> Q:
 # -- sources ------------------------------------------------------------------------------------------
 
 
+FAILED_JOB_STATES = ("FAILED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "BOOT_FAIL")
+
+
 def _slurm(scope: Scope, user: Any) -> list[Entry]:
     out = []
     if scope.kind in ("job", "node"):
@@ -135,40 +142,34 @@ def _slurm(scope: Scope, user: Any) -> list[Entry]:
         if scope.job is not None:
             jobs = jobs.filter(pk=scope.job.pk)
         else:
-            names = Node.objects.filter(pk__in=scope.node_ids)
-            match = Q()
-            for n in names:
+            match = Q(pk__in=[])
+            for n in Node.objects.filter(pk__in=scope.node_ids):
                 match |= Q(node_names__contains=f",{n.effective_slurm_name},")
             jobs = jobs.filter(match).filter(Q(end_time__isnull=True) | Q(end_time__gte=scope.start))
         rows = (
             JobTransition.objects.filter(_between("at", scope), job__in=jobs)
-            .select_related("job")
-            .order_by("-at")[:PER_SOURCE]
-        )
-        for t in rows:
-            bad = t.to_state in ("FAILED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "BOOT_FAIL")
+            .order_by("-at")
+            .values_list("at", "from_state", "to_state", "reason", "job_id", "job__job_id", "job__array_job_id",
+                         "job__array_task_id", "job__array_tasks")[:PER_SOURCE]
+        )  # fmt: skip
+        text = _("Job %(id)s: %(from)s → %(to)s")
+        for at, old, new, reason, pk, job_id, array_id, task_id, tasks in rows:
+            shown = slurm_job_display_id(job_id, array_id, task_id, tasks)
             out.append(
-                Entry(
-                    t.at, "slurm", "critical" if bad else "info",
-                    _("Job %(id)s: %(from)s → %(to)s") % {"id": t.job.slurm_id, "from": t.from_state or "—",
-                                                            "to": t.to_state},
-                    t.reason, link=("jobs:job", t.job_id), target=t.job.slurm_id,
-                )
+                Entry(at, "slurm", "critical" if new in FAILED_JOB_STATES else "info",
+                      text % {"id": shown, "from": old or "—", "to": new}, reason, link=("jobs:job", pk), target=shown)
             )  # fmt: skip
     rows_n = (
         NodeTransition.objects.filter(_between("at", scope), node_id__in=scope.node_ids)
-        .select_related("node")
-        .order_by("-at")[:PER_SOURCE]
+        .order_by("-at")
+        .values_list("at", "from_state", "to_state", "reason", "node_id", "node__hostname")[:PER_SOURCE]
     )
-    for nt in rows_n:
-        down = any(w in nt.to_state.lower() for w in DOWN)
+    text = _("Node %(node)s: %(from)s → %(to)s")
+    for at, old, new, reason, node_id, host in rows_n:
+        down = any(w in new.lower() for w in DOWN)
         out.append(
-            Entry(
-                nt.at, "slurm", "warning" if down else "info",
-                _("Node %(node)s: %(from)s → %(to)s") % {"node": nt.node.hostname, "from": nt.from_state or "—",
-                                                         "to": nt.to_state},
-                nt.reason, link=("inventory:node", nt.node_id), target=nt.node.hostname,
-            )
+            Entry(at, "slurm", "warning" if down else "info", text % {"node": host, "from": old or "—", "to": new},
+                  reason, link=("inventory:node", node_id), target=host)
         )  # fmt: skip
     return out
 
@@ -184,23 +185,28 @@ def _actions(scope: Scope, user: Any) -> list[Entry]:
             Q(created__gte=scope.start, created__lte=scope.end)
             | Q(finished__gte=scope.start, finished__lte=scope.end)
         )
-        .order_by("-created")[:PER_SOURCE]
+        .order_by("-created")
+        .values_list("pk", "kind", "status", "params", "created", "finished", "output", "error",
+                     "requested_by__username")[:PER_SOURCE]
+    )  # fmt: skip
+    kinds, statuses = dict(ActionKind.choices), dict(ActionStatus.choices)
+    asked, ended, portal = (
+        _("%(kind)s %(target)s requested"),
+        _("%(kind)s %(target)s %(status)s"),
+        _("the portal"),
     )
     out = []
-    for a in rows:
-        who = a.requested_by.username if a.requested_by else _("the portal")
-        target = a.params.get("target", "")
+    for pk, kind, status, params, created, finished, output, error, username in rows:
+        who, target, link = username or portal, str(params.get("target", "")), ("jobs:action", pk)
+        what = {"kind": kinds.get(kind, kind), "target": target}
         out.append(
-            Entry(a.created, "action", "info", _("%(kind)s %(target)s requested") % {"kind": a.get_kind_display(),
-                  "target": target}, a.params.get("reason", ""), who, ("jobs:action", a.pk), str(target))
-        )  # fmt: skip
-        if a.finished is not None:
-            failed = a.status == "failed"
+            Entry(created, "action", "info", asked % what, params.get("reason", ""), who, link, target)
+        )
+        if finished is not None:
             out.append(
-                Entry(a.finished, "action", "warning" if failed else "info",
-                      _("%(kind)s %(target)s %(status)s") % {"kind": a.get_kind_display(), "target": target,
-                                                            "status": a.get_status_display().lower()},
-                      (a.error or a.output)[:300], who, ("jobs:action", a.pk), str(target))
+                Entry(finished, "action", "warning" if status == "failed" else "info",
+                      ended % {**what, "status": str(statuses.get(status, status)).lower()},
+                      (error or output)[:300], who, link, target)
             )  # fmt: skip
     return out
 
@@ -209,21 +215,23 @@ def _alerts(scope: Scope, user: Any) -> list[Entry]:
     if scope.job is None and not user.has_perm("monitoring.view_alert"):
         return []
     cond = Q(card_id__in=scope.card_ids) if scope.kind in ("card", "cable") else Q(node_id__in=scope.node_ids)
-    rows = (
+    rows = list(
         Alert.objects.filter(cond)
         .filter(_between("started_at", scope) | _between("resolved_at", scope))
-        .select_related("rule", "node", "card")
-        .order_by("-started_at")[:PER_SOURCE]
-    )
+        .order_by("-started_at")
+        .values_list("rule_id", "severity", "started_at", "resolved_at", "message", "node_id", "node__hostname",
+                     "card_id", "card__slot")[:PER_SOURCE]
+    )  # fmt: skip
+    rules = {r.pk: str(r) for r in AlertRule.objects.filter(pk__in={r[0] for r in rows})}
+    firing, resolved = _("Alert firing: %(rule)s on %(where)s"), _("Alert resolved: %(rule)s on %(where)s")
     out = []
-    for a in rows:
-        where = f"{a.node.hostname}/{a.card.slot}" if a.card else a.node.hostname
-        link = ("inventory:card", a.card_id) if a.card_id else ("inventory:node", a.node_id)
-        out.append(Entry(a.started_at, "alert", a.severity, _("Alert firing: %(rule)s on %(where)s")
-                         % {"rule": a.rule, "where": where}, a.message, link=link, target=where))  # fmt: skip
-        if a.resolved_at is not None:
-            out.append(Entry(a.resolved_at, "alert", "info", _("Alert resolved: %(rule)s on %(where)s")
-                             % {"rule": a.rule, "where": where}, link=link, target=where))  # fmt: skip
+    for rule_id, severity, started, ended, message, node_id, host, card_id, slot in rows:
+        where = f"{host}/{slot}" if card_id else host
+        link = ("inventory:card", card_id) if card_id else ("inventory:node", node_id)
+        what = {"rule": rules.get(rule_id, ""), "where": where}
+        out.append(Entry(started, "alert", severity, firing % what, message, link=link, target=where))
+        if ended is not None:
+            out.append(Entry(ended, "alert", "info", resolved % what, link=link, target=where))
     return out
 
 

@@ -51,7 +51,9 @@ def _rig_incident(rig: Any, operator: Any, owner: Any) -> Any:
 def test_a_node_timeline_merges_every_source_newest_first(rig, operator_user, researcher_user) -> None:
     job = _rig_incident(rig, operator_user, researcher_user)
     rig01 = Node.objects.get(hostname="rig01")
-    readiness_set(rig01, key="above_4g_decoding", status="fail", detail="Above 4G decoding off", user=operator_user)
+    readiness_set(
+        rig01, key="above_4g_decoding", status="fail", detail="Above 4G decoding off", user=operator_user
+    )
 
     entries = tl.timeline_list(tl.scope_for("node", rig01), user=operator_user)
 
