@@ -38,6 +38,9 @@ NODE_METRICS = {
 THROTTLE_METRICS = {f"throttle_{name}": name for name in THROTTLE_BITS if name != "gpu_idle"}
 #: events this long before the job's start still count (a link that flapped as it started)
 EVENT_LEAD = dt.timedelta(minutes=5)
+#: and this long after its end: collectors poll every few seconds to a minute, so the link that went
+#: down just before the job died is often seen only after Slurm has ended it
+EVENT_LAG = dt.timedelta(minutes=2)
 
 
 @dataclass
@@ -255,7 +258,7 @@ MAX_EVENTS = 5000
 
 def _events(nodes: list[Node], start: dt.datetime, end: dt.datetime) -> list[f.EventFact]:
     rows = (
-        ms.event_window_list(node_ids=[n.pk for n in nodes], start=start - EVENT_LEAD, end=end)
+        ms.event_window_list(node_ids=[n.pk for n in nodes], start=start - EVENT_LEAD, end=end + EVENT_LAG)
         .filter(kind__in=DIAGNOSIS_EVENT_KINDS)
         .values_list("ts", "kind", "severity", "node_id", "card_id", "card_ref", "message", "data")[
             :MAX_EVENTS
