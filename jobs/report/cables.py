@@ -3,10 +3,10 @@
 An event names its node and card, and what the tool said of the link: a port name (``QSFP2``), an
 Ethernet channel (tt-smi's ``port=8``), an interface or a module number. In that order of trust:
 
-1. the event names a port of its card (or node) that a cable ends on: that cable;
+1. the event names a port of its card (or node), or a channel its card model wires to a port
+   (:func:`inventory.links.port_keys`), that a cable ends on: that cable;
 2. two cards that a cable joins both report a link event within :data:`PAIR_WINDOW`: that cable
-   (a flap shows on both ends; this is how a Tenstorrent channel event finds its cable until the
-   card model maps channels to QSFP ports);
+   (a flap shows on both ends: a kernel line without a channel or port still finds its cable);
 3. the card has a single cable: that cable.
 
 Otherwise the event stays on its card (the report names the card, not a cable).
@@ -18,6 +18,7 @@ import datetime as dt
 from bisect import bisect_left
 from dataclasses import replace
 
+from inventory.links import port_keys
 from inventory.models import CableTermination
 from jobs.report.findings import LINK_KINDS, CableRef, EventFact
 
@@ -39,7 +40,9 @@ class CableIndex:
         for t in terminations:
             by_cable.setdefault(t.cable_id, []).append(t)
         self.refs: dict[int, CableRef] = {}
-        self.by_port: dict[tuple[int | None, int, str], int] = {}  # (card id, node id, port name) -> cable
+        cable_of_port = {t.port_id: t.cable_id for t in terminations}
+        #: (node id, card id, what a report calls the port) -> cable
+        self.by_port = {key: cable_of_port[port] for key, port in port_keys(cable_of_port).items()}
         self.by_card: dict[int, set[int]] = {}
         self.cards_of: dict[int, frozenset[int]] = {}
         for cable_id, terms in by_cable.items():
@@ -50,7 +53,6 @@ class CableIndex:
                 id=cable_id, label=str(cable), a_end=ends[0], b_end=ends[1] if len(ends) > 1 else "—"
             )
             for t in terms:
-                self.by_port[(t.port.card_id, t.port.node_id, t.port.name.lower())] = cable_id
                 if t.port.card_id:
                     self.by_card.setdefault(t.port.card_id, set()).add(cable_id)
             self.cards_of[cable_id] = frozenset(t.port.card_id for t in terms if t.port.card_id)
@@ -66,7 +68,7 @@ class CableIndex:
             if isinstance(e.data.get(key), str):
                 names.append(str(e.data[key]))
         for name in names:
-            cable = self.by_port.get((e.card_id, e.node_id, name.lower()))
+            cable = self.by_port.get((e.node_id, e.card_id, name.strip().lower()))
             if cable is not None:
                 return cable
         return None
