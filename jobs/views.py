@@ -237,7 +237,9 @@ def timeline(request: HtmxHttpRequest, kind: str, pk: int) -> HttpResponse:
     severity = severity if severity in tl.SEVERITIES else "info"
     entries = tl.timeline_list(scope, user=request.user, sources=sources, min_severity=severity)
     context = {
-        "title": _("Timeline of %(what)s") % {"what": scope.label},
+        "title": _("Timeline of job %(id)s") % {"id": scope.label}
+        if kind == "job"
+        else _("Timeline of %(what)s") % {"what": scope.label},
         "kind": kind, "obj": obj, "scope": scope, "entries": entries, "sources": tl.SOURCES,
         "chosen": sources, "severity": severity, "severities": tl.SEVERITIES, "range_key": range_key,
         "ranges": RANGE_LABELS, "max_entries": tl.MAX_ENTRIES, **_timeline_charts(kind, obj, scope),

@@ -262,7 +262,7 @@ def _events(scope: Scope, user: Any) -> list[Entry]:
     out = []
     for e in facts:
         link = ("inventory:card", e.card_id) if e.card_id else ("inventory:node", e.node_id)
-        title = f"{e.kind}: {e.message}" if e.message else e.kind
+        title = e.message or e.kind
         detail = _("cable %(cable)s (%(a)s ↔ %(b)s)") % {"cable": e.cable.label, "a": e.cable.a_end,
                                                            "b": e.cable.b_end} if e.cable else ""  # fmt: skip
         out.append(Entry(e.ts, "event", e.severity, title[:300], detail, link=link, target=e.card or e.node))
@@ -280,6 +280,8 @@ def _audit_rows(objects: Iterable[Any]) -> Q:
 
 
 def _readiness(scope: Scope, user: Any) -> list[Entry]:
+    if scope.kind not in ("job", "node"):
+        return []  # a node's readiness is not a card's or a cable's story
     checks = list(ReadinessCheck.objects.filter(node_id__in=scope.node_ids).select_related("node"))
     if not checks:
         return []

@@ -66,7 +66,7 @@ def test_a_node_timeline_merges_every_source_newest_first(rig, operator_user, re
     drain = next(e for e in entries if e.source == "action")
     assert drain.title == "Drain rig01 requested" and drain.who == "otto" and drain.detail == "fan on card C"
     assert any(e.title.startswith("Alert firing: GPU temperature above 85 °C on rig01/C") for e in entries)
-    flap = [e for e in entries if e.source == "event" and e.title.startswith("link_down")]
+    flap = [e for e in entries if e.source == "event" and e.title.startswith("link down")]
     assert {e.target for e in flap} == {"rig01/A", "rig01/B"}
     assert all(e.detail == "cable A1-B1 (rig01/A QSFP1 ↔ rig01/B QSFP1)" for e in flap)
     ready = next(e for e in entries if e.source == "readiness")
@@ -96,7 +96,7 @@ def test_a_cable_shows_its_flap_history_and_being_marked_faulty(rig, operator_us
 
     entries = tl.timeline_list(tl.scope_for("cable", cable), user=operator_user)
 
-    downs = [e for e in entries if e.source == "event" and e.title.startswith("link_down")]
+    downs = [e for e in entries if e.source == "event" and e.title.startswith("link down")]
     assert len(downs) == 2 and {e.target for e in downs} == {"rig01/A", "rig01/B"}
     change = next(e for e in entries if e.source == "change")
     assert change.detail == f"report of job {job.job_id} on rig-01: nccl_link" and change.who == "otto"
