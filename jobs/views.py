@@ -8,18 +8,16 @@ fragments with ``hx-swap-oob``).
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
-from django.core.exceptions import ObjectDoesNotExist, PermissionDenied, ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, render
 from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
@@ -27,6 +25,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseStopPolling
 from django_htmx.middleware import HtmxDetails
 
+from inventory.models import Cable, Card, Node
 from jobs import page_selectors as ps
 from jobs import selectors, services
 from jobs.filters import ActionFilterSet
@@ -205,33 +204,23 @@ def job_cable_faulty(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     )
 
 
-RANGES = {"1h": dt.timedelta(hours=1), "6h": dt.timedelta(hours=6), "24h": dt.timedelta(days=1),
-          "7d": dt.timedelta(days=7)}  # fmt: skip
-RANGE_LABELS = {"1h": gettext_lazy("1 h"), "6h": gettext_lazy("6 h"), "24h": gettext_lazy("24 h"),
-                "7d": gettext_lazy("7 d")}  # fmt: skip
-
-
 @login_required
 def timeline(request: HtmxHttpRequest, kind: str, pk: int) -> HttpResponse:
     """The incident timeline of a job, node, card or cable, filtered by source and severity, with
     the telemetry charts of the same window beneath it."""
+    range_key = ""
     if kind == "job":
         if not request.user.has_perm("jobs.view_job"):
             return _forbidden(request)
         obj: Any = _visible_job(request, pk)
-        scope = tl.scope_for("job", obj)
-        range_key = ""
     else:
-        if kind not in ("node", "card", "cable") or not request.user.has_perm(f"inventory.view_{kind}"):
+        models = {"node": Node, "card": Card, "cable": Cable}
+        if kind not in models or not request.user.has_perm(f"inventory.view_{kind}"):
             raise Http404
-        try:
-            obj = tl.timeline_object(kind, pk)
-        except ObjectDoesNotExist:
-            raise Http404
-        range_key = request.GET.get("range") or "7d"
-        range_key = range_key if range_key in RANGES else "7d"
-        now = timezone.now()
-        scope = tl.scope_for(kind, obj, start=now - RANGES[range_key], end=now)  # type: ignore[arg-type]
+        obj = get_object_or_404(models[kind], pk=pk)
+        range_key = request.GET.get("range") or tl.DEFAULT_RANGE
+        range_key = range_key if range_key in tl.RANGES else tl.DEFAULT_RANGE
+    scope = tl.scope_of(kind, obj, range_key or tl.DEFAULT_RANGE)  # type: ignore[arg-type]
     sources = [x for x in request.GET.getlist("source") if x in tl.SOURCES] or list(tl.SOURCES)
     severity = request.GET.get("severity") or "info"
     severity = severity if severity in tl.SEVERITIES else "info"
@@ -242,7 +231,7 @@ def timeline(request: HtmxHttpRequest, kind: str, pk: int) -> HttpResponse:
         else _("Timeline of %(what)s") % {"what": scope.label},
         "kind": kind, "obj": obj, "scope": scope, "entries": entries, "sources": tl.SOURCES,
         "chosen": sources, "severity": severity, "severities": tl.SEVERITIES, "range_key": range_key,
-        "ranges": RANGE_LABELS, "max_entries": tl.MAX_ENTRIES, **_timeline_charts(kind, obj, scope),
+        "ranges": tl.RANGE_LABELS, "max_entries": tl.MAX_ENTRIES, **_timeline_charts(kind, obj, scope),
     }  # fmt: skip
     if request.htmx and not request.htmx.boosted:
         return render(request, "jobs/timeline.html#timeline-entries", context)
@@ -251,7 +240,6 @@ def timeline(request: HtmxHttpRequest, kind: str, pk: int) -> HttpResponse:
 
 def _timeline_charts(kind: str, obj: Any, scope: tl.Scope) -> dict[str, Any]:
     """The charts beneath a timeline: its window, on the node (a job: its first node) or card."""
-    from inventory.models import Card, Node
     from inventory.templatetags.inventory_live import chart_labels
     from monitoring.overview import CHART_METRICS
 

@@ -17,6 +17,7 @@ from jobs.models import (
     NodeState,
     Partition,
 )
+from monitoring.models import Event
 from portal.api.serializers import BriefRelatedField, PortalModelSerializer
 
 BASE = ["id", "url", "display"]
@@ -175,7 +176,7 @@ class ReportFindingSerializer(serializers.Serializer):
     """A note or a likely cause, with its evidence and what to do."""
 
     code = serializers.CharField(help_text="e.g. nccl_link, xid_bus, card_oom, idle_cards, io_bound")
-    severity = serializers.ChoiceField(choices=["info", "warning", "critical"])
+    severity = serializers.ChoiceField(choices=Event.Severity.choices)
     title = serializers.CharField()
     evidence = serializers.ListField(child=serializers.CharField())
     advice = serializers.ListField(child=serializers.CharField())
@@ -261,7 +262,7 @@ class TimelineEntrySerializer(serializers.Serializer):
     source = serializers.ChoiceField(  # type: ignore[assignment]  # the API's key; DRF pops declared fields
         choices=["slurm", "action", "alert", "event", "readiness", "change"]
     )
-    severity = serializers.ChoiceField(choices=["info", "warning", "critical"])
+    severity = serializers.ChoiceField(choices=Event.Severity.choices)
     title = serializers.CharField()
     detail = serializers.CharField()
     who = serializers.CharField(help_text="Who asked for an action or made a change.")

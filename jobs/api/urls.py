@@ -1,4 +1,3 @@
-from django.urls import path
 from rest_framework.routers import DefaultRouter
 
 from jobs.api import views
@@ -13,7 +12,4 @@ router.register("node-states", views.NodeStateViewSet, basename="nodestate")
 router.register("partitions", views.PartitionViewSet, basename="partition")
 router.register("templates", views.JobTemplateViewSet, basename="jobtemplate")
 
-urlpatterns = [
-    path("timeline/<str:kind>/<int:pk>/", views.TimelineView.as_view(), name="timeline"),
-    *router.urls,
-]
+urlpatterns = router.urls

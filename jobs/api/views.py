@@ -1,23 +1,16 @@
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
-from django.core.exceptions import ObjectDoesNotExist
 from django.db import models
 from django.db.models import QuerySet
-from django.http import Http404
-from django.shortcuts import get_object_or_404
 from django.urls import reverse
-from django.utils import timezone
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied, ValidationError
-from rest_framework.permissions import IsAuthenticated
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from inventory.api.serializers import CableSerializer
 from jobs import filters, selectors, services
@@ -97,11 +90,61 @@ class ActionViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.Retri
         return _accepted(row, request)
 
 
-class JobViewSet(viewsets.ReadOnlyModelViewSet):
+class TimelineMixin:
+    """GET .../{id}/timeline/: the incident timeline of a job, node, card or cable, newest first (the
+    entries of its page). Mixed into the viewsets of jobs, nodes, cards and cables: the object is
+    theirs to find (404 for what the user may not see)."""
+
+    timeline_kind: str = ""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "source", str, many=True, enum=list(tl.SOURCES), description="Repeat to combine."
+            ),
+            OpenApiParameter(
+                "severity", str, enum=list(tl.SEVERITIES), description="At least this severity."
+            ),
+            OpenApiParameter(
+                "range",
+                str,
+                enum=list(tl.RANGES),
+                description="Nodes, cards, cables: up to now (default 7d). A job: its run.",
+            ),
+        ],  # fmt: skip
+        responses=s.TimelineEntrySerializer(many=True),
+        filters=False,
+    )
+    @action(detail=True, methods=["get"], pagination_class=None, filter_backends=[])
+    def timeline(self, request: Request, pk: str | None = None) -> Response:
+        q = request.query_params
+        errors: dict[str, list[str]] = {}
+        sources = q.getlist("source")
+        if set(sources) - set(tl.SOURCES):
+            errors["source"] = [f"each one of {', '.join(tl.SOURCES)}"]
+        severity = q.get("severity") or "info"
+        if severity not in tl.SEVERITIES:
+            errors["severity"] = [f"one of {', '.join(tl.SEVERITIES)}"]
+        range_key = q.get("range") or tl.DEFAULT_RANGE
+        if range_key not in tl.RANGES:
+            errors["range"] = [f"one of {', '.join(tl.RANGES)}"]
+        if errors:
+            raise ValidationError(errors)
+        scope = tl.scope_of(self.timeline_kind, self.get_object(), range_key)  # type: ignore[attr-defined, arg-type]
+        entries = tl.timeline_list(scope, user=request.user, sources=sources or None, min_severity=severity)
+        return Response([
+            {"ts": e.ts, "source": e.source, "severity": e.severity, "title": e.title, "detail": e.detail,
+             "who": e.who, "target": e.target, "url": reverse(e.link[0], args=[e.link[1]]) if e.link else None}
+            for e in entries
+        ])  # fmt: skip
+
+
+class JobViewSet(TimelineMixin, viewsets.ReadOnlyModelViewSet):
     """Jobs as last synced from Slurm (researchers see their own unless the site lets them see all)."""
 
     queryset = selectors.job_list()
     serializer_class = s.JobSerializer
+    timeline_kind = "job"
     filterset_class = filters.JobFilterSet
     ordering_fields = ["job_id", "submit_time", "start_time", "end_time", "state", "user", "partition"]
 
@@ -145,6 +188,7 @@ class JobViewSet(viewsets.ReadOnlyModelViewSet):
             permission_classes=[HasPerm.of("jobs.operate_nodes")])  # fmt: skip
     def drain_suspect(self, request: Request, pk: str | None = None) -> Response:
         """Drain the node the job's report names as the likely cause, the job as the reason."""
+        _ = request.data  # no body is needed; one that is sent must parse
         return _accepted(
             report_services.job_suspect_node_drain(self.get_object(), user=request.user), request
         )
@@ -154,6 +198,7 @@ class JobViewSet(viewsets.ReadOnlyModelViewSet):
             permission_classes=[HasPerm.of("jobs.operate_nodes")])  # fmt: skip
     def cable_faulty(self, request: Request, pk: str | None = None) -> Response:
         """Mark the cable the job's report names as the likely cause faulty, the job as the reason."""
+        _ = request.data  # no body is needed; one that is sent must parse
         cable = report_services.job_suspect_cable_mark_faulty(self.get_object(), user=request.user)
         return Response(CableSerializer(cable, context={"request": request}).data)
 
@@ -245,67 +290,3 @@ class NodeActionsMixin:
             permission_classes=[HasPerm.of("jobs.operate_nodes")])  # fmt: skip
     def power_cycle(self, request: Request, pk: str | None = None) -> Response:
         return self._node_action(request, ActionKind.POWER_CYCLE)
-
-
-TIMELINE_RANGES = {"1h": 1, "6h": 6, "24h": 24, "7d": 168}
-
-
-class TimelineView(APIView):
-    """GET the incident timeline of a job, node, card or cable, newest first (the page's entries)."""
-
-    permission_classes = [IsAuthenticated]
-
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("kind", str, OpenApiParameter.PATH, enum=["job", "node", "card", "cable"]),
-            OpenApiParameter("id", int, OpenApiParameter.PATH),
-            OpenApiParameter(
-                "source", str, many=True, enum=list(tl.SOURCES), description="Repeat to combine."
-            ),
-            OpenApiParameter(
-                "severity", str, enum=list(tl.SEVERITIES), description="At least this severity."
-            ),
-            OpenApiParameter(
-                "range",
-                str,
-                enum=list(TIMELINE_RANGES),
-                description="Nodes, cards, cables: up to now (default 7d). A job: its run.",
-            ),
-        ],  # fmt: skip
-        responses={200: s.TimelineEntrySerializer(many=True), 404: OpenApiResponse(description="Not found.")},
-    )
-    def get(self, request: Request, kind: str, pk: int) -> Response:
-        user = request.user
-        q = request.query_params
-        if kind == "job":
-            if not user.has_perm("jobs.view_job"):
-                raise PermissionDenied
-            obj: Any = get_object_or_404(selectors.job_list(user=user), pk=pk)
-            scope = tl.scope_for("job", obj)
-        elif kind in ("node", "card", "cable"):
-            if not user.has_perm(f"inventory.view_{kind}"):
-                raise PermissionDenied
-            try:
-                obj = tl.timeline_object(kind, pk)
-            except ObjectDoesNotExist:
-                raise Http404 from None
-            hours = TIMELINE_RANGES.get(q.get("range") or "7d")
-            if hours is None:
-                raise ValidationError({"range": [f"one of {', '.join(TIMELINE_RANGES)}"]})
-            now = timezone.now()
-            scope = tl.scope_for(kind, obj, start=now - dt.timedelta(hours=hours), end=now)  # type: ignore[arg-type]
-        else:
-            raise Http404
-        sources = q.getlist("source")
-        unknown = sorted(set(sources) - set(tl.SOURCES))
-        if unknown:
-            raise ValidationError({"source": [f"unknown: {', '.join(unknown)}"]})
-        severity = q.get("severity") or "info"
-        if severity not in tl.SEVERITIES:
-            raise ValidationError({"severity": [f"one of {', '.join(tl.SEVERITIES)}"]})
-        entries = tl.timeline_list(scope, user=user, sources=sources or None, min_severity=severity)
-        return Response([
-            {"ts": e.ts, "source": e.source, "severity": e.severity, "title": e.title, "detail": e.detail,
-             "who": e.who, "target": e.target, "url": reverse(e.link[0], args=[e.link[1]]) if e.link else None}
-            for e in entries
-        ])  # fmt: skip

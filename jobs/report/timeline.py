@@ -48,6 +48,12 @@ PER_SOURCE = 500
 #: newest entries shown of the merge (narrow the sources, the severity or the range for older ones)
 MAX_ENTRIES = 500
 DOWN = ("down", "fail", "not_responding", "missing", "drain")
+#: the windows of a node's, card's or cable's timeline, up to now (a job's is its run)
+RANGES = {"1h": dt.timedelta(hours=1), "6h": dt.timedelta(hours=6), "24h": dt.timedelta(days=1),
+          "7d": dt.timedelta(days=7)}  # fmt: skip
+RANGE_LABELS = {"1h": gettext_lazy("1 h"), "6h": gettext_lazy("6 h"), "24h": gettext_lazy("24 h"),
+                "7d": gettext_lazy("7 d")}  # fmt: skip
+DEFAULT_RANGE = "7d"
 
 
 @dataclass(frozen=True)
@@ -325,8 +331,9 @@ def _changes(scope: Scope, user: Any) -> list[Entry]:
     return out
 
 
-def timeline_object(kind: str, pk: int) -> Any:
-    """The object of a timeline URL (Http404 upstream when missing); jobs are scoped by the caller."""
-    if kind == "card":
-        return Card.objects.select_related("node").get(pk=pk)
-    return (Node if kind == "node" else Cable).objects.get(pk=pk)
+def scope_of(kind: Kind, obj: Any, range_key: str = DEFAULT_RANGE) -> Scope:
+    """The scope the page and the API show: a job's run, or the range up to now."""
+    if kind == "job":
+        return scope_for("job", obj)
+    now = timezone.now()
+    return scope_for(kind, obj, start=now - RANGES[range_key], end=now)

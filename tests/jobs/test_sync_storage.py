@@ -157,4 +157,6 @@ def test_cold_sync_writes_rows_and_transitions_in_a_fixed_number_of_queries(clus
     assert sorted(result.job_ids) == sorted(Job.objects.values_list("pk", flat=True))
     assert JobTransition.objects.filter(from_state="", to_state="RUNNING").count() == 300
     assert NodeState.objects.count() == 2
-    assert len(ctx.captured_queries) == 12  # savepoint, 6 reads and id range, 4 COPY/UPDATE, cluster, release
+    assert (
+        len(ctx.captured_queries) == 13
+    )  # savepoint, 6 reads and id range, 4 COPY/UPDATE, node history, cluster, release

@@ -14,7 +14,7 @@ from django.utils import timezone
 from inventory.models import Cable, Card, Node
 from inventory.readiness import readiness_set
 from jobs import services
-from jobs.models import JobTransition, NodeTransition
+from jobs.models import Job, JobTransition, NodeTransition
 from jobs.report import services as report_services
 from jobs.report import timeline as tl
 from monitoring.models import Alert
@@ -137,13 +137,18 @@ def test_the_page_and_the_api_list_the_same_entries(
     client.force_login(operator_user)
 
     page = client.get(reverse("jobs:timeline", args=["node", rig01.pk]), {"source": "action"})
-    body = api_as(operator_user).get(f"/api/jobs/timeline/node/{rig01.pk}/", {"source": "action"}).json()
+    body = (
+        api_as(operator_user).get(f"/api/inventory/nodes/{rig01.pk}/timeline/", {"source": "action"}).json()
+    )
 
     assert page.status_code == 200
     assert [e["title"] for e in body] == ["Drain rig01 requested"]
     assert "Drain rig01 requested" in page.content.decode()
     assert body[0]["url"].startswith("/jobs/actions/")
-    bad = api_as(operator_user).get(f"/api/jobs/timeline/node/{rig01.pk}/", {"source": "gossip"})
+    bad = api_as(operator_user).get(f"/api/inventory/nodes/{rig01.pk}/timeline/", {"source": "gossip"})
     assert bad.status_code == 400 and "source" in bad.json()
-    assert api_as(operator_user).get("/api/jobs/timeline/rack/1/").status_code == 404
+    job_api = api_as(operator_user).get(
+        f"/api/jobs/jobs/{Job.objects.get().pk}/timeline/", {"source": "slurm"}
+    )
+    assert [e["source"] for e in job_api.json()] and {e["source"] for e in job_api.json()} == {"slurm"}
     assert Alert.objects.exists()
