@@ -22,19 +22,8 @@ from jobs.report.cables import CableIndex
 from monitoring import selectors as ms
 from monitoring.parsers.metrics import THROTTLE_BITS
 
-CARD_METRICS = {
-    "utilization_pct": "util",
-    "memory_used_bytes": "mem",
-    "memory_total_bytes": "mem_total",
-    "power_w": "power",
-    "temperature_c": "temp",
-}
-NODE_METRICS = {
-    "disk_iops": "disk_iops",
-    "net_util_pct": "net_util",
-    "node_power_w": "power",
-    "node_power_capacity_w": "power_capacity",
-}
+CARD_METRICS = ("utilization_pct", "memory_used_bytes", "memory_total_bytes", "power_w", "temperature_c")
+NODE_METRICS = ("disk_iops", "net_util_pct", "node_power_w", "node_power_capacity_w")
 THROTTLE_METRICS = {f"throttle_{name}": name for name in THROTTLE_BITS if name != "gpu_idle"}
 #: events this long before the job's start still count (a link that flapped as it started)
 EVENT_LEAD = dt.timedelta(minutes=5)
@@ -223,8 +212,9 @@ def _down_nodes(
     return tuple(found.values())
 
 
-def _facts(job: Job, nodes: list[Node], start: dt.datetime | None, end: dt.datetime | None,
-           output: str) -> f.JobFacts:  # fmt: skip
+def _facts(
+    job: Job, nodes: list[Node], start: dt.datetime | None, end: dt.datetime | None, output: str
+) -> f.JobFacts:
     elapsed = (end - start).total_seconds() if start and end else 0.0
     cards_per_node = max((sum(1 for c in n.cards.all() if c.status == "active") for n in nodes), default=0)
     reason = job.state_reason or next(
@@ -283,7 +273,7 @@ def _events(nodes: list[Node], start: dt.datetime, end: dt.datetime) -> list[f.E
                 card=labels.get(card_id or 0, card_ref),
                 message=message,
                 data=data if isinstance(data, dict) else {},
-            )  # fmt: skip
+            )
             for ts, kind, severity, node_id, card_id, card_ref, message, data in rows
         ]
     )
