@@ -227,7 +227,7 @@ def _facts(
         elapsed_s=elapsed,
         time_limit_s=job.time_limit * 60 if job.time_limit else None,
         active=job.is_active,
-        whole_nodes=not job.gpus or job.gpus >= cards_per_node,
+        whole_nodes=bool(job.gpus) and job.gpus >= cards_per_node,  # idle cards: only of GPU jobs
         output=output,
         down_nodes=_down_nodes(nodes, start, end) if start and end and job.state in f.FAILED_STATES else (),
     )
