@@ -21,7 +21,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 
 from inventory.models import Cable, CableTermination, Card, Node
-from inventory.models.readiness import ReadinessCheck
+from inventory.models.readiness import ReadinessCheck, ReadinessStatus
 from jobs import selectors as js
 from jobs.cluster.types import slurm_job_display_id
 from jobs.models import ActionKind, ActionStatus, Job, JobTransition, NodeTransition
@@ -293,6 +293,8 @@ def _readiness(scope: Scope, user: Any) -> list[Entry]:
         return []
     by_id = {str(c.pk): c for c in checks}
     rows = AuditEntry.objects.filter(_audit_rows(checks), _between("ts", scope)).order_by("-ts")[:PER_SOURCE]
+    statuses = dict(ReadinessStatus.choices)
+    text = _("Readiness of %(node)s: %(check)s → %(status)s")
     out = []
     for r in rows:
         check = by_id.get(r.object_id)
@@ -300,10 +302,12 @@ def _readiness(scope: Scope, user: Any) -> list[Entry]:
         if check is None or not status:
             continue
         severity = {"fail": "critical", "warn": "warning"}.get(status, "info")
+        # derived checks store their verdict in English: shown in the reader's language (as readiness_list)
+        detail = (r.after or {}).get("detail") or ""
         out.append(
-            Entry(r.ts, "readiness", severity, _("Readiness of %(node)s: %(check)s → %(status)s") % {
-                "node": check.node.hostname, "check": check.get_key_display(), "status": status},
-                  (r.after or {}).get("detail", ""), r.username, ("inventory:node_readiness", check.node_id),
+            Entry(r.ts, "readiness", severity, text % {"node": check.node.hostname, "check": check.get_key_display(),
+                                                       "status": statuses.get(status, status)},
+                  _(detail) if detail else "", r.username, ("inventory:node_readiness", check.node_id),
                   check.node.hostname)
         )  # fmt: skip
     return out

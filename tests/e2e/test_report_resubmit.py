@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from tests.demo.test_demo_e2e import _login
 from tests.e2e.test_researcher_submits import ARGS, CHROMIUM, _browser, _cluster, _eager  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -63,11 +64,7 @@ def test_a_failed_jobs_report_resubmits_it_excluding_the_suspect_node(
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         page = browser.new_page()
         page.set_default_timeout(30_000)
-        page.goto(f"{live_server.url}/login/")
-        page.fill("input[name=username]", "alice")
-        page.fill("input[name=password]", "pw-alice")
-        page.press("input[name=password]", "Enter")
-        page.wait_for_url(f"{live_server.url}/")
+        _login(page, live_server.url, "alice", "pw-alice")
         page.goto(f"{live_server.url}/jobs/{job.pk}/")
         report = page.locator(f"#job-{job.pk}-report")
         report.locator("text=Why it failed").wait_for()
