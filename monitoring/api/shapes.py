@@ -36,9 +36,14 @@ class IngestReportSerializer(serializers.Serializer):
     stored = serializers.IntegerField(help_text="Samples stored.")
     events = serializers.IntegerField(help_text="Events (Xid, link down, ...) stored.")
     skipped = serializers.IntegerField()
+    duplicates = serializers.IntegerField(help_text="Samples stored before (a resend), not stored again.")
     series_created = serializers.IntegerField()
     unknown_cards = serializers.ListField(child=serializers.CharField())
     problems = serializers.ListField(child=serializers.CharField())
+    warnings = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="What was left out on purpose (unknown fields, series, nodes).",
+    )
     alerts = serializers.ListField(child=serializers.IntegerField(), help_text="Alerts opened or updated.")
 
 

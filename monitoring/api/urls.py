@@ -12,6 +12,7 @@ router.register("events", views.EventViewSet, basename="event")
 
 urlpatterns = [
     path("ingest/", views.IngestView.as_view(), name="ingest"),
+    path("remote-write/", views.RemoteWriteView.as_view(), name="remote_write"),
     path("series/", views.SeriesView.as_view(), name="series"),
     path("latest/", views.LatestView.as_view(), name="latest"),
     path("energy/", views.EnergyView.as_view(), name="energy"),

@@ -13,7 +13,13 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    inline_serializer,
+)
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.decorators import action
@@ -25,10 +31,10 @@ from rest_framework.views import APIView
 
 from monitoring import selectors, services
 from monitoring.api import shapes
-from monitoring.api.authentication import NodeTokenAuthentication
+from monitoring.api.authentication import NodeTokenAuthentication, PushTokenAuthentication
 from monitoring.api.serializers import AlertRuleSerializer, AlertSerializer, EventSerializer
 from monitoring.filters import AlertFilterSet
-from monitoring.models import Alert, AlertRule, Event, NodeToken
+from monitoring.models import Alert, AlertRule, ClusterToken, Event, NodeToken
 from monitoring.parsers import FORMATS
 from portal.api.authentication import TokenAuthentication
 from portal.api.permissions import HasPerm
@@ -43,7 +49,7 @@ class CanIngest(permissions.BasePermission):
     what the endpoint accepts (GET) is for anyone signed in."""
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        if isinstance(request.auth, NodeToken):
+        if isinstance(request.auth, NodeToken | ClusterToken):
             return True
         user = request.user
         if request.method in permissions.SAFE_METHODS:
@@ -115,6 +121,14 @@ def _too_large(limit: int) -> Response:
         },
         status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
     )
+
+
+_TOO_LARGE = OpenApiResponse(
+    inline_serializer(
+        "IngestTooLarge", {"detail": serializers.CharField(), "limit": serializers.IntegerField()}
+    ),
+    description="The body is larger than PORTAL_TELEMETRY_MAX_BODY_BYTES.",
+)
 
 
 def _read_body(request: Request, limit: int) -> bytes | None:
@@ -240,12 +254,7 @@ class IngestView(APIView):
         responses={
             202: shapes.IngestReportSerializer,
             400: shapes.IngestErrorSerializer,
-            413: OpenApiResponse(
-                inline_serializer(
-                    "IngestTooLarge", {"detail": serializers.CharField(), "limit": serializers.IntegerField()}
-                ),
-                description="The body is larger than PORTAL_TELEMETRY_MAX_BODY_BYTES.",
-            ),
+            413: _TOO_LARGE,
             415: OpenApiResponse(
                 inline_serializer(
                     "IngestUnsupportedType",
@@ -297,6 +306,73 @@ class IngestView(APIView):
                 if not isinstance(body, list):
                     return _bad([_("Expected a JSON list of samples (or ?format= with a tool output).")])
                 report = services.telemetry_ingest_samples(body, only_node=token_node)
+        except services.IngestError as exc:
+            return _bad(exc.errors)
+        return Response(report.as_dict(), status=status.HTTP_202_ACCEPTED)
+
+
+REMOTE_WRITE_TYPE = "application/x-protobuf"
+
+
+class RemoteWriteView(APIView):
+    """Prometheus remote write 1.0 (what Prometheus, Grafana Alloy and vmagent send): a snappy-compressed
+    protobuf WriteRequest, authenticated with a cluster token (`rpc_…`, any node of the cluster), a node
+    token (`rpn_…`, that node) or a user token allowed to add samples.
+
+    dcgm-exporter and node_exporter series are mapped to nodes, cards and metrics with the cluster's
+    Prometheus source mapping (the defaults without one); other series, and nodes the inventory does not
+    know, are skipped and named in `warnings`. 202 with what was stored; 400 for a body that does not
+    decode (nothing stored); 413 over the body limit; 415 for another encoding, type or protocol version.
+    """
+
+    authentication_classes = [PushTokenAuthentication, TokenAuthentication]
+    permission_classes = [CanIngest]
+    content_negotiation_class = JSONOnlyNegotiation
+
+    @extend_schema(
+        operation_id="monitoring_remote_write",
+        parameters=[
+            OpenApiParameter(
+                "Content-Encoding", str, OpenApiParameter.HEADER, required=True, enum=["snappy"]
+            ),
+            OpenApiParameter(
+                "X-Prometheus-Remote-Write-Version", str, OpenApiParameter.HEADER, enum=["0.1.0"]
+            ),
+        ],
+        request={REMOTE_WRITE_TYPE: OpenApiTypes.BINARY},
+        responses={
+            202: shapes.IngestReportSerializer,
+            400: shapes.IngestErrorSerializer,
+            413: _TOO_LARGE,
+            415: OpenApiResponse(
+                ErrorDetailSerializer,
+                description="Not snappy-encoded application/x-protobuf, or remote write 2.0.",
+            ),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        media, _sep, params = request.META.get("CONTENT_TYPE", "").partition(";")
+        encoding = request.META.get("HTTP_CONTENT_ENCODING", "").strip().lower()
+        if (
+            media.strip().lower() != REMOTE_WRITE_TYPE
+            or encoding != "snappy"
+            or "io.prometheus.write.v2" in params
+        ):
+            return Response(
+                {
+                    "detail": _(
+                        "Remote write 1.0 is accepted: Content-Type application/x-protobuf with "
+                        "Content-Encoding snappy."
+                    )
+                },
+                status=status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+            )
+        limit = settings.PORTAL_TELEMETRY_MAX_BODY_BYTES
+        raw = _read_body(request, limit)
+        if raw is None:
+            return _too_large(limit)
+        try:
+            report = services.telemetry_ingest_remote_write(raw, token=request.auth)
         except services.IngestError as exc:
             return _bad(exc.errors)
         return Response(report.as_dict(), status=status.HTTP_202_ACCEPTED)
