@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 from typing import Any
 
 from . import metrics as m
@@ -107,6 +108,11 @@ class PromMapping:
     index_label: str
     by_name: Mapping[str, tuple[str, float]]  # Prometheus name -> (canonical metric, scale)
 
+    @cached_property
+    def _skip(self) -> frozenset[str]:
+        """Labels that name where a value comes from (not kept on the series)."""
+        return _IDENTITY_LABELS | {*self.node_labels, *self.card_labels, self.index_label}
+
     @classmethod
     def from_data(cls, data: Mapping[str, Any] | None = None) -> PromMapping:
         data = data or DEFAULT_MAPPING
@@ -148,7 +154,7 @@ class PromMapping:
         if metric in _NODE_EXPORTER_CANON and (not device or _VIRTUAL_DEVICES.match(device)):
             return []  # loopback, container and virtual devices (as when parsing node_exporter's page)
         card = None if metric in _NODE_EXPORTER_CANON else self.card_of(labels)
-        skip = _IDENTITY_LABELS | set(self.node_labels) | set(self.card_labels) | {self.index_label}
+        skip = self._skip
         keep = make_labels(
             {
                 "index": labels.get(self.index_label) if card else None,
