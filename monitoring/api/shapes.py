@@ -55,7 +55,9 @@ class IngestErrorSerializer(serializers.Serializer):
 
 
 class SeriesPointsSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
+    id = serializers.IntegerField(
+        allow_null=True, help_text="The stored series; null for a Prometheus source's."
+    )
     node = serializers.CharField()
     card = serializers.IntegerField(allow_null=True)
     card_ref = serializers.CharField(allow_blank=True)
@@ -69,7 +71,9 @@ class SeriesPointsSerializer(serializers.Serializer):
 
 
 class SeriesResultSerializer(serializers.Serializer):
-    resolution = serializers.CharField(help_text="raw, 1m or 1h: the storage the points come from.")
+    resolution = serializers.CharField(
+        help_text="raw, 1m or 1h: the storage the points come from; prometheus: the cluster's Prometheus source."
+    )
     step = serializers.IntegerField(help_text="Seconds per point.")
     from_ = serializers.DateTimeField()
     to = serializers.DateTimeField()

@@ -36,6 +36,7 @@ from monitoring.api.serializers import AlertRuleSerializer, AlertSerializer, Eve
 from monitoring.filters import AlertFilterSet
 from monitoring.models import Alert, AlertRule, ClusterToken, Event, NodeToken
 from monitoring.parsers import FORMATS
+from monitoring.promql import PromError
 from portal.api.authentication import TokenAuthentication
 from portal.api.permissions import HasPerm
 from portal.api.schema import ErrorDetailSerializer
@@ -398,6 +399,15 @@ def _when(raw: str | None, default: dt.datetime) -> dt.datetime:
     return parsed.astimezone(dt.UTC) if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
+def prometheus_error(exc: PromError) -> Response:
+    """503 when the cluster's Prometheus source cannot be reached, 502 when it answered an error."""
+    if exc.kind == "unreachable":
+        detail = _("The cluster's Prometheus source cannot be reached: %(reason)s") % {"reason": exc.message}
+        return Response({"detail": detail}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+    detail = _("The cluster's Prometheus source answered an error: %(reason)s") % {"reason": exc.message}
+    return Response({"detail": detail}, status=status.HTTP_502_BAD_GATEWAY)
+
+
 class SeriesView(APIView):
     """GET ?card=|node=&metric=&from=&to=&step=: min/avg/max per step from the fitting resolution."""
 
@@ -405,7 +415,16 @@ class SeriesView(APIView):
 
     @extend_schema(
         parameters=shapes.SERIES_PARAMETERS,
-        responses={200: shapes.SeriesResultSerializer, 400: ErrorDetailSerializer},
+        responses={
+            200: shapes.SeriesResultSerializer,
+            400: ErrorDetailSerializer,
+            502: OpenApiResponse(
+                ErrorDetailSerializer, description="The cluster's Prometheus source answered an error."
+            ),
+            503: OpenApiResponse(
+                ErrorDetailSerializer, description="The cluster's Prometheus source cannot be reached."
+            ),
+        },
         examples=[
             OpenApiExample(
                 "A card's temperature, last 6 hours, 5-minute points",
@@ -452,6 +471,8 @@ class SeriesView(APIView):
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         except OverflowError:  # a range reaching past year 1 or 9999
             return Response({"detail": _("time out of range")}, status=status.HTTP_400_BAD_REQUEST)
+        except PromError as exc:
+            return prometheus_error(exc)
         return Response(result.as_dict())
 
 

@@ -108,9 +108,11 @@ def prom_lab(
     node: str = "gpu07",
     history: str | None = None,
     scrape: bool = True,
+    basic_auth: tuple[str, str] | None = None,
 ) -> Iterator[PromLab]:
     """Start the stack; ``node`` is the name node_exporter's ``instance`` is relabelled to (as sites
-    do), ``history`` OpenMetrics text backfilled before Prometheus starts."""
+    do), ``history`` OpenMetrics text backfilled before Prometheus starts, ``basic_auth`` (user,
+    bcrypt hash) required of every HTTP API client (Prometheus's --web.config.file)."""
     require_binaries()
     prom_port, ne_port, dcgm_port = free_port(), free_port(), free_port()
     dcgm = _serve(DCGM_TEXT, dcgm_port)
@@ -145,11 +147,15 @@ def prom_lab(
     (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
     if history:
         backfill(tmp / "data", history)
+    web = []
+    if basic_auth:
+        (tmp / "web.yml").write_text(yaml.safe_dump({"basic_auth_users": {basic_auth[0]: basic_auth[1]}}))
+        web = [f"--web.config.file={tmp / 'web.yml'}"]
     log = (tmp / "prometheus.log").open("w")  # read it when a test fails: what Prometheus said
     proc = subprocess.Popen(
         [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
          f"--web.listen-address=127.0.0.1:{prom_port}", "--storage.tsdb.retention.time=30d",
-         "--log.level=warn"],
+         "--log.level=warn", *web],
         stdout=subprocess.DEVNULL, stderr=log,
     )  # fmt: skip
     try:
