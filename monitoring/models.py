@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import urllib.parse
+from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
@@ -20,7 +23,7 @@ from django.utils.translation import gettext_lazy as _
 
 from inventory.models import Card, Cluster, Node
 from monitoring.parsers.metrics import METRICS
-from monitoring.parsers.prom_mapping import default_mapping
+from monitoring.parsers.prom_mapping import default_mapping, mapping_errors
 from portal.fields import EncryptedTextField
 
 METRIC_CHOICES = [(name, name) for name in sorted(METRICS)]
@@ -331,6 +334,17 @@ class ClusterToken(PushToken):
         return f"{self.cluster_id}: {self.prefix}…"
 
 
+def http_url_validate(value: str) -> None:
+    """An http(s) URL with a host; unlike URLField, a host without a dot (a compose service name)."""
+    parts = urllib.parse.urlsplit(value)
+    try:
+        parts.port  # noqa: B018 - raises on a port that is no number
+    except ValueError:
+        raise ValidationError(gettext("Enter a valid URL.")) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise ValidationError(gettext("Enter an http:// or https:// URL, without a query."))
+
+
 class PrometheusSource(models.Model):
     """A Prometheus-compatible server (Prometheus, Thanos, Mimir, VictoriaMetrics) a cluster's charts,
     series and job energy are read from through PromQL, instead of the portal's own store."""
@@ -343,8 +357,11 @@ class PrometheusSource(models.Model):
     cluster = models.OneToOneField(
         Cluster, on_delete=models.CASCADE, related_name="prometheus_source", verbose_name=_("cluster")
     )
-    url = models.URLField(
-        _("URL"), max_length=500, help_text=_("Base URL of the HTTP query API, e.g. http://prometheus:9090.")
+    base_url = models.CharField(
+        _("URL"),
+        max_length=500,
+        validators=[http_url_validate],
+        help_text=_("Base URL of the HTTP query API, e.g. http://prometheus:9090."),
     )
     enabled = models.BooleanField(
         _("read telemetry from it"), default=True, help_text=_("Off: the portal's own store is read.")
@@ -370,7 +387,21 @@ class PrometheusSource(models.Model):
         verbose_name_plural = _("Prometheus sources")
 
     def __str__(self) -> str:
-        return f"{self.cluster_id}: {self.url}"
+        return f"{self.cluster}: {self.base_url}"
+
+    def clean(self) -> None:
+        errors: dict[str, Any] = {}
+        problems = mapping_errors(self.mapping)
+        if problems:
+            errors["mapping"] = problems
+        if self.auth == self.Auth.BASIC and not self.username:
+            errors["username"] = gettext("Basic authentication needs a user.")
+        if self.auth != self.Auth.NONE and not self.secret:
+            errors["secret"] = gettext("This authentication needs a token or password.")
+        if self.ca_cert and "-----BEGIN CERTIFICATE-----" not in self.ca_cert:
+            errors["ca_cert"] = gettext("Paste the CA certificate in PEM form (-----BEGIN CERTIFICATE-----).")
+        if errors:
+            raise ValidationError(errors)
 
 
 class JobEnergy(models.Model):

@@ -27,7 +27,7 @@ def source_for_cluster(cluster_id: int | None) -> PrometheusSource | None:
 def client_of(source: PrometheusSource) -> PromClient:
     return PromClient(
         PromServer(
-            url=source.url,
+            url=source.base_url,
             auth=source.auth,
             username=source.username,
             secret=source.secret,
@@ -147,3 +147,8 @@ def prometheus_power_points(
                 series.append((key, node.pk, metric, ref))
                 points[key] = [(dt.datetime.fromtimestamp(t, dt.UTC), v) for t, v in s.points]
     return series, points
+
+
+def prometheus_check(source: PrometheusSource) -> int:
+    """How many ``up`` series the server answers with the source's settings (PromError if none)."""
+    return len(client_of(source).query("up"))

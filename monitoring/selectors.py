@@ -181,6 +181,12 @@ def alert_list(*, status: str | None = None, node: str | None = None) -> QuerySe
     return qs
 
 
+def prometheus_source_list() -> QuerySet[Any]:
+    from monitoring.models import PrometheusSource
+
+    return PrometheusSource.objects.select_related("cluster").order_by("cluster__name")
+
+
 def alert_rule_list() -> QuerySet[AlertRule]:
     return AlertRule.objects.select_related("cluster")
 

@@ -9,6 +9,7 @@ router = DefaultRouter()
 router.register("alert-rules", views.AlertRuleViewSet, basename="alertrule")
 router.register("alerts", views.AlertViewSet, basename="alert")
 router.register("events", views.EventViewSet, basename="event")
+router.register("prometheus-sources", views.PrometheusSourceViewSet, basename="prometheussource")
 
 urlpatterns = [
     path("ingest/", views.IngestView.as_view(), name="ingest"),

@@ -32,7 +32,12 @@ from rest_framework.views import APIView
 from monitoring import selectors, services
 from monitoring.api import shapes
 from monitoring.api.authentication import NodeTokenAuthentication, PushTokenAuthentication
-from monitoring.api.serializers import AlertRuleSerializer, AlertSerializer, EventSerializer
+from monitoring.api.serializers import (
+    AlertRuleSerializer,
+    AlertSerializer,
+    EventSerializer,
+    PrometheusSourceSerializer,
+)
 from monitoring.filters import AlertFilterSet
 from monitoring.models import Alert, AlertRule, ClusterToken, Event, NodeToken
 from monitoring.parsers import FORMATS
@@ -518,6 +523,35 @@ class AlertRuleViewSet(PortalModelViewSet):
     queryset = AlertRule.objects.select_related("cluster")
     serializer_class = AlertRuleSerializer
     filterset_fields = ["enabled", "kind", "metric", "severity", "cluster"]
+
+
+class PrometheusSourceViewSet(PortalModelViewSet):
+    """Clusters' Prometheus sources. `POST …/{id}/check/` asks the server for `up` with the stored
+    settings: 200 with the number of series, 503/502 with the reason."""
+
+    queryset = selectors.prometheus_source_list()
+    serializer_class = PrometheusSourceSerializer
+    filterset_fields = ["cluster", "enabled"]
+
+    @extend_schema(
+        request=None,
+        responses={
+            200: inline_serializer("PrometheusCheck", {"up_series": serializers.IntegerField()}),
+            502: OpenApiResponse(ErrorDetailSerializer, description="The server answered an error."),
+            503: OpenApiResponse(ErrorDetailSerializer, description="The server cannot be reached."),
+        },
+        filters=False,
+    )
+    @action(
+        detail=True, methods=["post"], permission_classes=[HasPerm.of("monitoring.view_prometheussource")]
+    )
+    def check(self, request: Request, pk: str | None = None) -> Response:
+        from monitoring.prometheus_source import prometheus_check
+
+        try:
+            return Response({"up_series": prometheus_check(self.get_object())})
+        except PromError as exc:
+            return prometheus_error(exc)
 
 
 class AlertViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

@@ -57,7 +57,7 @@ def gpu07(lab: PromLab, admin_user: Any) -> Any:
     cluster = inv.cluster()
     node = inv.node("gpu07", cluster=cluster)
     node.cards_made = [inv.card(node, gpu_uuid=u) for u in H100_UUIDS]
-    node.source = PrometheusSource.objects.create(cluster=cluster, url=lab.url)
+    node.source = PrometheusSource.objects.create(cluster=cluster, base_url=lab.url)
     return node
 
 
@@ -155,7 +155,7 @@ def test_a_server_that_is_down_is_a_503_with_the_reason_and_no_energy(gpu07: Any
     from jobs.models import Job
 
     PrometheusSource.objects.filter(pk=gpu07.source.pk).update(
-        url=f"http://127.0.0.1:{free_port()}", timeout_s=2
+        base_url=f"http://127.0.0.1:{free_port()}", timeout_s=2
     )
     resp = _series(admin_user, card=gpu07.cards_made[0].pk, metric="power_w", **{"from": "now-1h"})
     assert resp.status_code == 503
@@ -172,7 +172,7 @@ def test_a_server_that_is_down_is_a_503_with_the_reason_and_no_energy(gpu07: Any
 def test_an_answer_that_is_not_the_query_api_is_a_502(gpu07: Any, admin_user: Any, lab: PromLab) -> None:
     # node_exporter answers HTTP, but not /api/v1/query_range
     PrometheusSource.objects.filter(pk=gpu07.source.pk).update(
-        url=f"http://127.0.0.1:{lab.node_exporter_port}"
+        base_url=f"http://127.0.0.1:{lab.node_exporter_port}"
     )
     resp = _series(admin_user, node=gpu07.pk, metric="power_w")
     assert resp.status_code == 502
@@ -192,7 +192,7 @@ def test_basic_auth_against_a_prometheus_that_requires_it(tmp_path: Path, admin_
     card = inv.card(node, gpu_uuid=H100_UUIDS[1])
     with prom_lab(tmp_path, history=_history(), scrape=False, basic_auth=BASIC) as lab:
         source = PrometheusSource.objects.create(
-            cluster=cluster, url=lab.url, auth="basic", username="rp", secret="wrong"
+            cluster=cluster, base_url=lab.url, auth="basic", username="rp", secret="wrong"
         )
         params = {
             "card": card.pk,
@@ -212,3 +212,99 @@ def test_basic_auth_against_a_prometheus_that_requires_it(tmp_path: Path, admin_
         resp = _series(admin_user, **params)
         assert resp.status_code == 200, resp.content
         assert {p[2] for p in resp.json()["series"][0]["points"]} == {100.0}
+
+
+# -- configuration: API and pages -------------------------------------------------------------------
+API = "/api/monitoring/prometheus-sources/"
+
+
+def test_an_admin_configures_a_source_through_the_api_and_the_secret_stays_hidden(api: Any) -> None:
+    cluster = Inv().cluster()
+    resp = api.post(
+        API,
+        {
+            "cluster": cluster.pk,
+            "base_url": "https://prom.example:9090",
+            "auth": "bearer",
+            "secret": "tok-123",
+        },
+        format="json",
+    )
+    assert resp.status_code == 201, resp.content
+    body = resp.json()
+    assert "secret" not in body and body["has_secret"] is True
+    assert body["mapping"]["node_labels"] == ["Hostname", "hostname", "instance"]
+    assert body["mapping"]["metrics"]["DCGM_FI_DEV_FB_USED"] == {
+        "metric": "memory_used_bytes",
+        "scale": 1048576.0,
+    }
+    # a later change without the secret keeps it
+    resp = api.patch(f"{API}{body['id']}/", {"timeout_s": 3}, format="json")
+    assert resp.status_code == 200
+    source = PrometheusSource.objects.get()
+    assert (source.secret, source.timeout_s) == ("tok-123", 3)
+    from portal.models import AuditEntry
+
+    entry = AuditEntry.objects.filter(action=AuditEntry.Action.CREATE).latest("pk")
+    assert entry.after["secret"] == "********"
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        ({"auth": "basic", "secret": "pw"}, "username", "Basic authentication needs a user."),
+        ({"auth": "bearer"}, "secret", "This authentication needs a token or password."),
+        ({"ca_cert": "not a pem"}, "ca_cert", "Paste the CA certificate in PEM form (-----BEGIN CERTIFICATE-----)."),
+        ({"mapping": {"node_labels": [], "card_labels": ["UUID"], "metrics": {"x": {"metric": "power_w"}}}},
+         "mapping", "node_labels: a non-empty list of label names"),
+        ({"mapping": {"node_labels": ["Hostname"], "card_labels": ["UUID"], "metrics": {"DCGM_X": {"metric": "nope"}}}},
+         "mapping", "metrics.DCGM_X: 'metric' must be one of the portal's metric names"),
+        ({"base_url": "ftp://prom"}, "base_url", "Enter an http:// or https:// URL, without a query."),
+    ],
+)  # fmt: skip
+def test_a_wrong_setting_is_a_400_naming_the_field_and_nothing_is_saved(
+    api: Any, change: dict[str, Any], field: str, message: str
+) -> None:
+    cluster = Inv().cluster()
+    resp = api.post(API, {"cluster": cluster.pk, "base_url": "http://prom:9090", **change}, format="json")
+    assert resp.status_code == 400
+    assert resp.json()[field] == [message]
+    assert PrometheusSource.objects.count() == 0
+
+
+def test_who_sees_and_changes_sources(api_as: Any, operator_user: Any, researcher_user: Any) -> None:
+    source = PrometheusSource.objects.create(cluster=Inv().cluster(), base_url="http://prom:9090")
+    assert api_as(researcher_user).get(API).status_code == 403
+    assert api_as(operator_user).get(API).json()["count"] == 1
+    resp = api_as(operator_user).patch(f"{API}{source.pk}/", {"enabled": False}, format="json")
+    assert resp.status_code == 403
+    assert PrometheusSource.objects.get().enabled is True
+
+
+def test_the_check_action_asks_the_server(gpu07: Any, admin_user: Any) -> None:
+    resp = _client(admin_user).post(f"{API}{gpu07.source.pk}/check/")
+    assert resp.status_code == 200
+    assert resp.json() == {"up_series": 2}  # node_exporter and the dcgm-exporter text
+    PrometheusSource.objects.filter(pk=gpu07.source.pk).update(base_url=f"http://127.0.0.1:{free_port()}")
+    resp = _client(admin_user).post(f"{API}{gpu07.source.pk}/check/")
+    assert resp.status_code == 503
+
+
+def test_the_pages_list_show_and_edit_a_source(client: Any, admin_user: Any, researcher_user: Any) -> None:
+    source = PrometheusSource.objects.create(
+        cluster=Inv().cluster(), base_url=f"http://127.0.0.1:{free_port()}", timeout_s=1
+    )
+    client.force_login(admin_user)
+    page = client.get("/monitoring/prometheus-sources/").content.decode()
+    assert source.base_url in page
+    detail = client.get(f"/monitoring/prometheus-sources/{source.pk}/").content.decode()
+    assert "The server cannot be reached:" in detail and "DCGM_FI_DEV_GPU_TEMP" in detail
+    form = {"cluster": source.cluster_id, "base_url": "http://prom:9090", "auth": "basic", "username": "rp",
+            "secret": "", "timeout_s": "5", "mapping": '{"node_labels": ["host"]}', "enabled": "on"}  # fmt: skip
+    resp = client.post(f"/monitoring/prometheus-sources/{source.pk}/edit/", form, HTTP_HX_REQUEST="true")
+    assert resp.status_code == 400
+    assert "This authentication needs a token or password." in resp.content.decode()
+    assert "card_labels: a non-empty list of label names" in resp.content.decode()
+    assert PrometheusSource.objects.get().base_url == source.base_url
+    client.force_login(researcher_user)
+    assert client.get("/monitoring/prometheus-sources/").status_code == 403

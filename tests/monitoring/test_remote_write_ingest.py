@@ -109,7 +109,7 @@ def test_the_clusters_mapping_decides_names_labels_and_scale(inv: Any) -> None:
     mapping = default_mapping()
     mapping["node_labels"] = ["node"]
     mapping["metrics"]["site_fb_used_gib"] = {"metric": "memory_used_bytes", "scale": 1024**3}
-    PrometheusSource.objects.create(cluster=c, url="http://127.0.0.1:9", mapping=mapping)
+    PrometheusSource.objects.create(cluster=c, base_url="http://127.0.0.1:9", mapping=mapping)
     _t, key = services.cluster_token_create(cluster=c, user=None)
     body = _body(
         _series({"__name__": "site_fb_used_gib", "node": "gpu07", "UUID": H100_UUIDS[0]}, (2.5, _now_ms()))
