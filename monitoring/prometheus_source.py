@@ -5,6 +5,7 @@ server stores. Errors reach the caller as :class:`monitoring.promql.PromError`."
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -152,3 +153,45 @@ def prometheus_power_points(
 def prometheus_check(source: PrometheusSource) -> int:
     """How many ``up`` series the server answers with the source's settings (PromError if none)."""
     return len(client_of(source).query("up"))
+
+
+def prometheus_latest(
+    source: PrometheusSource, *, node: Node, card: Card | None, metric: str | None
+) -> list[dict[str, Any]]:
+    """What the latest endpoint answers, from one instant query: the newest value of every mapped
+    series of the node (or card), ``metric`` only if given."""
+    mapping = PromMapping.from_data(source.mapping)
+    names = [(n, scale) for n, (canon, scale) in mapping.by_name.items() if metric is None or canon == metric]
+    if not names:
+        return []
+    pattern = "|".join(re.escape(n) for n, _scale in names)
+    if card is not None:
+        ref = card.gpu_uuid or card.pci_bus_id
+        if not ref:
+            return []
+        matchers = [{label: ref} for label in mapping.card_labels]
+        sels = [selector("", m, {"__name__": pattern}) for m in matchers]
+    else:
+        sels = [
+            selector("", {}, {"__name__": pattern, label: host_regex(node.hostname)})
+            for label in mapping.node_labels
+        ]
+    cards = _card_index([node])
+    rows = []
+    for s in client_of(source).query(" or ".join(sels)):
+        canon, scale = mapping.by_name[s.labels["__name__"]]
+        card_id, ref, kept = _identity(mapping, s.labels, cards)
+        ts, value = s.points[0]
+        rows.append(
+            {
+                "series": None,
+                "node": node.hostname,
+                "card": card_id,
+                "card_ref": ref,
+                "metric": canon,
+                "labels": kept,
+                "ts": dt.datetime.fromtimestamp(ts, dt.UTC),
+                "value": value * scale,
+            }
+        )
+    return sorted(rows, key=lambda r: (r["metric"], r["card_ref"], r["labels"]))

@@ -113,7 +113,7 @@ def series_query(
         raise SeriesQueryError(_("'step' must be at least 1 second"))
     if not node and not card:
         raise SeriesQueryError(_("give a 'card' or a 'node'"))
-    target = _prometheus_target(node=node, card=card)
+    target = prometheus_target(node=node, card=card)
     if target is not None:
         from monitoring.prometheus_source import prometheus_series_query
 
@@ -147,7 +147,7 @@ def series_query(
     return SeriesResult(resolution=source, step=step, start=start, end=end, series=series)
 
 
-def _prometheus_target(*, node: str | None, card: str | None) -> tuple[Any, Any, Any] | None:
+def prometheus_target(*, node: str | None, card: str | None) -> tuple[Any, Any, Any] | None:
     """(source, node, card) when the node or card asked for is of a cluster whose telemetry an
     enabled Prometheus source holds; None (the portal's own store) otherwise."""
     from inventory.models import Card, Node

@@ -86,7 +86,9 @@ class SeriesResultSerializer(serializers.Serializer):
 
 
 class LatestValueSerializer(serializers.Serializer):
-    series = serializers.IntegerField()
+    series = serializers.IntegerField(
+        allow_null=True, help_text="The stored series; null for a Prometheus source's."
+    )
     node = serializers.CharField()
     card = serializers.IntegerField(allow_null=True)
     card_ref = serializers.CharField(allow_blank=True)

@@ -486,9 +486,34 @@ class LatestView(APIView):
 
     permission_classes = [HasPerm.of("monitoring.view_latestvalue")]
 
-    @extend_schema(parameters=shapes.LATEST_PARAMETERS, responses=shapes.LatestValueSerializer(many=True))
+    @extend_schema(
+        parameters=shapes.LATEST_PARAMETERS,
+        responses={
+            200: shapes.LatestValueSerializer(many=True),
+            502: OpenApiResponse(
+                ErrorDetailSerializer, description="The cluster's Prometheus source answered an error."
+            ),
+            503: OpenApiResponse(
+                ErrorDetailSerializer, description="The cluster's Prometheus source cannot be reached."
+            ),
+        },
+    )
     def get(self, request: Request) -> Response:
         q = request.query_params
+        target = (
+            selectors.prometheus_target(node=q.get("node"), card=q.get("card"))
+            if q.get("node") or q.get("card")
+            else None
+        )
+        if target is not None:  # an instant query to the cluster's Prometheus source
+            from monitoring.prometheus_source import prometheus_latest
+
+            try:
+                return Response(
+                    prometheus_latest(target[0], node=target[1], card=target[2], metric=q.get("metric"))
+                )
+            except PromError as exc:
+                return prometheus_error(exc)
         qs = selectors.latest_value_list(node=q.get("node"), card=q.get("card"), metric=q.get("metric"))
         rows = list(
             qs.values(

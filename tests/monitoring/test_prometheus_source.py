@@ -111,6 +111,25 @@ def test_a_nodes_charts_name_its_cards_and_its_devices(gpu07: Any, admin_user: A
     assert {s["card"] for s in resp.json()["series"]} == {None}
 
 
+def test_latest_values_come_from_an_instant_query(gpu07: Any, admin_user: Any) -> None:
+    card0, card1 = gpu07.cards_made
+    resp = _client(admin_user).get("/api/monitoring/latest/", {"card": card0.pk, "metric": "temperature_c"})
+    assert resp.status_code == 200, resp.content
+    [row] = resp.json()
+    assert (row["series"], row["node"], row["card"], row["metric"], row["value"]) == (
+        None,
+        "gpu07",
+        card0.pk,
+        "temperature_c",
+        58.0,
+    )
+    # the whole node: every mapped series, in the portal's units (MiB -> bytes)
+    rows = _client(admin_user).get("/api/monitoring/latest/", {"node": "gpu07"}).json()
+    memory = {r["card"]: r["value"] for r in rows if r["metric"] == "memory_used_bytes"}
+    assert memory[card1.pk] == 3 * 1024 * 1024  # DCGM_FI_DEV_FB_USED 3 (MiB) in the recorded text
+    assert {r["metric"] for r in rows} >= {"temperature_c", "power_w", "net_rx_bytes_total"}
+
+
 def test_the_step_grows_to_keep_the_answer_under_the_point_limit(gpu07: Any, admin_user: Any) -> None:
     frm = END - dt.timedelta(days=30)
     resp = _series(
