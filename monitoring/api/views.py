@@ -552,7 +552,7 @@ class AlertRuleViewSet(PortalModelViewSet):
 
 class PrometheusSourceViewSet(PortalModelViewSet):
     """Clusters' Prometheus sources. `POST …/{id}/check/` asks the server for `up` with the stored
-    settings: 200 with the number of series, 503/502 with the reason."""
+    settings and says whether it answered (the number of `up` series) or why not."""
 
     queryset = selectors.prometheus_source_list()
     serializer_class = PrometheusSourceSerializer
@@ -561,9 +561,14 @@ class PrometheusSourceViewSet(PortalModelViewSet):
     @extend_schema(
         request=None,
         responses={
-            200: inline_serializer("PrometheusCheck", {"up_series": serializers.IntegerField()}),
-            502: OpenApiResponse(ErrorDetailSerializer, description="The server answered an error."),
-            503: OpenApiResponse(ErrorDetailSerializer, description="The server cannot be reached."),
+            200: inline_serializer(
+                "PrometheusCheck",
+                {
+                    "reachable": serializers.BooleanField(),
+                    "up_series": serializers.IntegerField(allow_null=True),
+                    "error": serializers.CharField(allow_blank=True),
+                },
+            )
         },
         filters=False,
     )
@@ -574,9 +579,12 @@ class PrometheusSourceViewSet(PortalModelViewSet):
         from monitoring.prometheus_source import prometheus_check
 
         try:
-            return Response({"up_series": prometheus_check(self.get_object())})
+            up = prometheus_check(self.get_object())
         except PromError as exc:
-            return prometheus_error(exc)
+            return Response(
+                {"reachable": False, "up_series": None, "error": prometheus_error(exc).data["detail"]}
+            )
+        return Response({"reachable": True, "up_series": up, "error": ""})
 
 
 class AlertViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

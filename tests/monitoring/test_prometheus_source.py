@@ -303,10 +303,13 @@ def test_who_sees_and_changes_sources(api_as: Any, operator_user: Any, researche
 def test_the_check_action_asks_the_server(gpu07: Any, admin_user: Any) -> None:
     resp = _client(admin_user).post(f"{API}{gpu07.source.pk}/check/")
     assert resp.status_code == 200
-    assert resp.json() == {"up_series": 2}  # node_exporter and the dcgm-exporter text
+    assert resp.json() == {"reachable": True, "up_series": 2, "error": ""}  # node_exporter and the dcgm text
     PrometheusSource.objects.filter(pk=gpu07.source.pk).update(base_url=f"http://127.0.0.1:{free_port()}")
     resp = _client(admin_user).post(f"{API}{gpu07.source.pk}/check/")
-    assert resp.status_code == 503
+    assert resp.status_code == 200
+    body = resp.json()
+    assert (body["reachable"], body["up_series"]) == (False, None)
+    assert body["error"].startswith("The cluster's Prometheus source cannot be reached: ")
 
 
 def test_the_pages_list_show_and_edit_a_source(client: Any, admin_user: Any, researcher_user: Any) -> None:
