@@ -109,8 +109,10 @@ class PromClient:
             kind: Literal["unreachable", "bad_answer"] = "unreachable" if exc.code >= 500 else "bad_answer"
             raise PromError(kind, f"{exc.code} {detail or exc.reason}")
         except (urllib.error.URLError, TimeoutError, ConnectionError, ssl.SSLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise PromError("unreachable", str(reason) or type(exc).__name__)
+            reason = getattr(exc, "reason", exc)  # "Connection refused", not "[Errno 111] Connection refused"
+            raise PromError(
+                "unreachable", getattr(reason, "strerror", None) or str(reason) or type(exc).__name__
+            )
         try:
             answer = json.loads(raw)
         except ValueError:

@@ -3,6 +3,7 @@ energy report; and /metrics."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -161,7 +162,21 @@ class AlertRuleDeleteView(ObjectDeleteView):
     success_url = "/monitoring/alert-rules/"
 
 
+class IndentedJSONField(forms.JSONField):
+    """JSON edited in a textarea, one key a line (the mapping is long)."""
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, forms.fields.InvalidJSONInput):
+            return value
+        return json.dumps(value, indent=2, ensure_ascii=False)
+
+
 class PrometheusSourceForm(forms.ModelForm[PrometheusSource]):
+    mapping = IndentedJSONField(
+        label=_("series mapping"),
+        widget=forms.Textarea(attrs={"rows": 16}),
+        help_text=_("Which Prometheus labels name nodes and cards, and which metrics give which values."),
+    )
     secret = forms.CharField(
         label=_("token or password"),
         required=False,
