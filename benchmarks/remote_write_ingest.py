@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import bench_db_name, bench_parser, measure, row, setup_django  # noqa: E402
+from benchmarks.telemetry_formats import _field, _varint, snappy_literals  # noqa: E402
 
 DEFAULT_DB = "rp_bench_remote_write"
 # dcgm-exporter field -> (portal metric, value as exported, scale to the portal's unit)
@@ -36,29 +37,6 @@ FIELDS = {
     "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", 1980.0, 1),
     "DCGM_FI_DEV_MEM_CLOCK": ("mem_clock_mhz", 2619.0, 1),
 }
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b, n = n & 0x7F, n >> 7
-        out.append(b | 0x80 if n else b)
-        if not n:
-            return bytes(out)
-
-
-def _field(num: int, payload: bytes) -> bytes:
-    return _varint(num << 3 | 2) + _varint(len(payload)) + payload
-
-
-def _snappy_literals(raw: bytes) -> bytes:
-    out = bytearray(_varint(len(raw)))
-    for i in range(0, len(raw), 65536):
-        chunk = raw[i : i + 65536]
-        out.append(62 << 2)
-        out += (len(chunk) - 1).to_bytes(3, "little")
-        out += chunk
-    return bytes(out)
 
 
 def cards_of(nodes: int) -> list[tuple[str, int, str]]:
@@ -79,7 +57,7 @@ def remote_write_body(cards: list[tuple[str, int, str]], ts_ms: int) -> bytes:
             encoded = b"".join(_field(1, _field(1, k.encode()) + _field(2, v.encode())) for k, v in labels)
             sample = _varint(1 << 3 | 1) + struct.pack("<d", value) + _varint(2 << 3) + _varint(ts_ms)
             body += _field(1, encoded + _field(2, sample))
-    return _snappy_literals(bytes(body))
+    return snappy_literals(bytes(body))
 
 
 def json_body(cards: list[tuple[str, int, str]], ts: dt.datetime) -> bytes:
