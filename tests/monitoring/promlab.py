@@ -109,10 +109,12 @@ def prom_lab(
     history: str | None = None,
     scrape: bool = True,
     basic_auth: tuple[str, str] | None = None,
+    tls: tuple[Path, Path] | None = None,
 ) -> Iterator[PromLab]:
     """Start the stack; ``node`` is the name node_exporter's ``instance`` is relabelled to (as sites
     do), ``history`` OpenMetrics text backfilled before Prometheus starts, ``basic_auth`` (user,
-    bcrypt hash) required of every HTTP API client (Prometheus's --web.config.file)."""
+    bcrypt hash) required of every HTTP API client and ``tls`` (certificate, key files) it serves
+    HTTPS with (Prometheus's --web.config.file)."""
     require_binaries()
     prom_port, ne_port, dcgm_port = free_port(), free_port(), free_port()
     dcgm = _serve(DCGM_TEXT, dcgm_port)
@@ -147,9 +149,14 @@ def prom_lab(
     (tmp / "prometheus.yml").write_text(yaml.safe_dump(config))
     if history:
         backfill(tmp / "data", history)
-    web = []
+    web_config: dict[str, Any] = {}
     if basic_auth:
-        (tmp / "web.yml").write_text(yaml.safe_dump({"basic_auth_users": {basic_auth[0]: basic_auth[1]}}))
+        web_config["basic_auth_users"] = {basic_auth[0]: basic_auth[1]}
+    if tls:
+        web_config["tls_server_config"] = {"cert_file": str(tls[0]), "key_file": str(tls[1])}
+    web = []
+    if web_config:
+        (tmp / "web.yml").write_text(yaml.safe_dump(web_config))
         web = [f"--web.config.file={tmp / 'web.yml'}"]
     log = (tmp / "prometheus.log").open("w")  # read it when a test fails: what Prometheus said
     proc = subprocess.Popen(
@@ -161,7 +168,7 @@ def prom_lab(
     try:
         wait_port(prom_port, timeout=60)
         wait_port(ne_port, timeout=30)
-        yield PromLab(f"http://127.0.0.1:{prom_port}", ne_port, dcgm_port)
+        yield PromLab(f"{'https' if tls else 'http'}://127.0.0.1:{prom_port}", ne_port, dcgm_port)
     finally:
         proc.terminate()
         exporter.terminate()

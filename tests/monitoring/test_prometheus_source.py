@@ -330,3 +330,68 @@ def test_the_pages_list_show_and_edit_a_source(client: Any, admin_user: Any, res
     assert PrometheusSource.objects.get().base_url == source.base_url
     client.force_login(researcher_user)
     assert client.get("/monitoring/prometheus-sources/").status_code == 403
+
+
+def _self_signed(where: Path) -> tuple[Path, Path, str]:
+    """A certificate for 127.0.0.1 (and its key), made here; returns the files and the PEM."""
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "rackpilot test prometheus")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    pem = cert.public_bytes(serialization.Encoding.PEM).decode()
+    (where / "tls.crt").write_text(pem)
+    (where / "tls.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return where / "tls.crt", where / "tls.key", pem
+
+
+def test_tls_is_verified_against_the_given_ca(tmp_path: Path, admin_user: Any) -> None:
+    inv = Inv()
+    cluster = inv.cluster()
+    card = inv.card(inv.node("gpu07", cluster=cluster), gpu_uuid=H100_UUIDS[1])
+    cert, key, pem = _self_signed(tmp_path)
+    with prom_lab(tmp_path, history=_history(), scrape=False, tls=(cert, key)) as lab:
+        assert lab.url.startswith("https://")
+        source = PrometheusSource.objects.create(cluster=cluster, base_url=lab.url)
+        params = {
+            "card": card.pk,
+            "metric": "power_w",
+            "step": 600,
+            "from": START.isoformat(),
+            "to": END.isoformat(),
+        }
+        # the system's authorities do not know the certificate: refused, and said why
+        resp = _series(admin_user, **params)
+        assert resp.status_code == 503
+        assert "CERTIFICATE_VERIFY_FAILED" in resp.json()["detail"]
+        # with its CA given, verified and read
+        PrometheusSource.objects.filter(pk=source.pk).update(ca_cert=pem)
+        resp = _series(admin_user, **params)
+        assert resp.status_code == 200, resp.content
+        assert {p[2] for p in resp.json()["series"][0]["points"]} == {100.0}
+        # verification off: read without a CA
+        PrometheusSource.objects.filter(pk=source.pk).update(ca_cert="", verify_tls=False)
+        assert _series(admin_user, **params).status_code == 200
