@@ -103,9 +103,8 @@ class PromClient:
         except urllib.error.HTTPError as exc:
             detail = _error_text(exc.read())
             if exc.code in (401, 403):
-                raise PromError(
-                    "bad_answer", f"{exc.code}: the server refused the credentials {detail}".strip()
-                )
+                said = f" ({detail})" if detail else ""
+                raise PromError("bad_answer", f"{exc.code}: the server refused the credentials{said}")
             kind: Literal["unreachable", "bad_answer"] = "unreachable" if exc.code >= 500 else "bad_answer"
             raise PromError(kind, f"{exc.code} {detail or exc.reason}")
         except (urllib.error.URLError, TimeoutError, ConnectionError, ssl.SSLError, OSError) as exc:

@@ -395,3 +395,48 @@ def test_tls_is_verified_against_the_given_ca(tmp_path: Path, admin_user: Any) -
         # verification off: read without a CA
         PrometheusSource.objects.filter(pk=source.pk).update(ca_cert="", verify_tls=False)
         assert _series(admin_user, **params).status_code == 200
+
+
+def test_a_bearer_token_is_sent_as_the_gateways_in_front_of_thanos_or_mimir_expect() -> None:
+    # Prometheus itself takes no bearer tokens: a loopback gateway that checks the header stands in
+    import http.server
+    import json
+    import threading
+
+    from monitoring.promql import PromClient, PromError, PromServer
+
+    seen: list[str] = []
+
+    class Gateway(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            seen.append(self.headers.get("Authorization", ""))
+            ok = self.headers.get("Authorization") == "Bearer tok-1"
+            body = json.dumps(
+                {"status": "success", "data": {"resultType": "vector", "result": []}}
+                if ok
+                else {"status": "error", "error": "authentication required"}
+            ).encode()
+            self.send_response(200 if ok else 401)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    port = free_port()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Gateway)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{port}"
+        assert PromClient(PromServer(url, auth="bearer", secret="tok-1")).query("up") == []
+        with pytest.raises(PromError) as exc:
+            PromClient(PromServer(url, auth="bearer", secret="wrong")).query("up")
+        assert (exc.value.kind, exc.value.message) == (
+            "bad_answer",
+            "401: the server refused the credentials (authentication required)",
+        )
+        assert seen == ["Bearer tok-1", "Bearer wrong"]
+    finally:
+        server.shutdown()
+        server.server_close()
