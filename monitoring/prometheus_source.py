@@ -13,9 +13,9 @@ from django.utils.translation import gettext as _
 
 from inventory.models import Card, Node
 from monitoring.models import PrometheusSource
-from monitoring.parsers.prom_mapping import PromMapping
+from monitoring.parsers.prom_mapping import NODE_METRICS, PromMapping
 from monitoring.promql import PromClient, PromServer, aggregated, bounded_step, host_regex, selector
-from monitoring.services.ingest import SERIES_LABELS, card_ref_normalise, labels_text
+from monitoring.services.ingest import card_ref_normalise, labels_text
 
 
 def source_for_cluster(cluster_id: int | None) -> PrometheusSource | None:
@@ -59,13 +59,14 @@ def _card_selectors(mapping: PromMapping, metric: str, card: Card) -> list[tuple
 
 
 def _identity(
-    mapping: PromMapping, labels: dict[str, str], cards: dict[str, int]
+    mapping: PromMapping, metric: str, labels: dict[str, str], cards: dict[str, int]
 ) -> tuple[int | None, str, str]:
-    """(inventory card id, card ref, series labels) of one answered series."""
-    ref = card_ref_normalise(mapping.card_of(labels))
-    skip = {*mapping.node_labels, *mapping.card_labels, "agg"}
-    kept = labels_text({k: v for k, v in labels.items() if k in SERIES_LABELS and k not in skip})
-    return cards.get(ref), ref, kept
+    """(inventory card id, card ref, series labels) of one answered series, as remote write would
+    store it (:meth:`PromMapping.kept_labels`)."""
+    raw = mapping.card_of(labels) if metric not in NODE_METRICS else None
+    ref = card_ref_normalise(raw)
+    labels = {k: v for k, v in labels.items() if k != "agg"}
+    return cards.get(ref), ref, labels_text(mapping.kept_labels(metric, labels, raw))
 
 
 def _card_index(nodes: Iterable[Node]) -> dict[str, int]:
@@ -106,7 +107,7 @@ def prometheus_series_query(
     cards = _card_index([node])
     by_key: dict[tuple[int | None, str, str], dict[float, list[float | None]]] = {}
     for s in answered:
-        key = _identity(mapping, s.labels, cards)
+        key = _identity(mapping, metric, s.labels, cards)
         slot = {"min": 1, "avg": 2, "max": 3}[s.labels["agg"]]
         points = by_key.setdefault(key, {})
         for t, v in s.points:
@@ -143,7 +144,7 @@ def prometheus_power_points(
                 continue
             expr = " or ".join(f"({sel} * {scale!r})" if scale != 1 else sel for sel, scale in sels)
             for s in client.query_range(expr, start, end, step):
-                _card, ref, kept = _identity(mapping, s.labels, cards)
+                _card, ref, kept = _identity(mapping, metric, s.labels, cards)
                 key = (node.pk, metric, ref, kept)
                 series.append((key, node.pk, metric, ref))
                 points[key] = [(dt.datetime.fromtimestamp(t, dt.UTC), v) for t, v in s.points]
@@ -180,7 +181,7 @@ def prometheus_latest(
     rows = []
     for s in client_of(source).query(" or ".join(sels)):
         canon, scale = mapping.by_name[s.labels["__name__"]]
-        card_id, ref, kept = _identity(mapping, s.labels, cards)
+        card_id, ref, kept = _identity(mapping, canon, s.labels, cards)
         ts, value = s.points[0]
         rows.append(
             {

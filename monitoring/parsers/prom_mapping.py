@@ -25,7 +25,7 @@ from functools import cached_property
 from typing import Any
 
 from . import metrics as m
-from .model import ParseResult, Sample, make_labels
+from .model import Labels, ParseResult, Sample, make_labels
 from .prometheus import _VIRTUAL_DEVICES, DCGM_METRICS, NODE_EXPORTER_METRICS
 
 _METRIC_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
@@ -33,8 +33,20 @@ _LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 _HOST_PORT = re.compile(r"^(?:\[(?P<v6>[^\]]+)\]|(?P<host>[^:]+)):\d+$")
 # the labels dcgm-exporter and Prometheus add that say where a value comes from, not what it is
 _IDENTITY_LABELS = frozenset(
-    {"__name__", "job", "modelName", "device", "DCGM_FI_DRIVER_VERSION", "pci_bus_id", "UUID", "uuid"}
+    {
+        "__name__",
+        "job",
+        "instance",
+        "modelName",
+        "device",
+        "DCGM_FI_DRIVER_VERSION",
+        "pci_bus_id",
+        "UUID",
+        "uuid",
+    }
 )
+
+NODE_METRICS = frozenset(NODE_EXPORTER_METRICS.values())  # node series (a device label, no card)
 
 
 def _scale_of(conv: Any) -> float:
@@ -113,6 +125,17 @@ class PromMapping:
         """Labels that name where a value comes from (not kept on the series)."""
         return _IDENTITY_LABELS | {*self.node_labels, *self.card_labels, self.index_label}
 
+    def kept_labels(self, metric: str, labels: Mapping[str, str], card: str | None) -> Labels:
+        """The labels a series of ``metric`` keeps: the card's index, node_exporter's device, and
+        what is not identity (target, node, card, exporter details)."""
+        return make_labels(
+            {
+                "index": labels.get(self.index_label) if card else None,
+                "device": labels.get("device") if metric in NODE_METRICS else None,
+                **{k: v for k, v in labels.items() if k not in self._skip and k != "device"},
+            }
+        )
+
     @classmethod
     def from_data(cls, data: Mapping[str, Any] | None = None) -> PromMapping:
         data = data or DEFAULT_MAPPING
@@ -151,17 +174,10 @@ class PromMapping:
             return []
         metric, scale = found
         device = labels.get("device", "")
-        if metric in _NODE_EXPORTER_CANON and (not device or _VIRTUAL_DEVICES.match(device)):
+        if metric in NODE_METRICS and (not device or _VIRTUAL_DEVICES.match(device)):
             return []  # loopback, container and virtual devices (as when parsing node_exporter's page)
-        card = None if metric in _NODE_EXPORTER_CANON else self.card_of(labels)
-        skip = self._skip
-        keep = make_labels(
-            {
-                "index": labels.get(self.index_label) if card else None,
-                "device": device if metric in _NODE_EXPORTER_CANON else None,
-                **{k: v for k, v in labels.items() if k not in skip and k != "device"},
-            }
-        )
+        card = None if metric in NODE_METRICS else self.card_of(labels)
+        keep = self.kept_labels(metric, labels, card)
         unit = m.unit_of(metric)
         out = []
         for ts_ms, raw in points:
@@ -176,9 +192,6 @@ class PromMapping:
                     for k, f in m.throttle_flags(int(value)).items()
                 ]
         return out
-
-
-_NODE_EXPORTER_CANON = frozenset(NODE_EXPORTER_METRICS.values())
 
 
 def results_by_node(

@@ -105,6 +105,8 @@ def test_a_nodes_charts_name_its_cards_and_its_devices(gpu07: Any, admin_user: A
     assert resp.status_code == 200, resp.content
     latest = {s["card"]: s["points"][-1][2] for s in resp.json()["series"]}
     assert latest == {gpu07.cards_made[0].pk: 58.0, gpu07.cards_made[1].pk: 41.0}
+    # labelled as remote write stores them: dcgm-exporter's device, instance and job are not the series'
+    assert [s["labels"] for s in resp.json()["series"]] == ["", ""]
     resp = _series(admin_user, node=gpu07.hostname, metric="net_rx_bytes_total", step=1, **{"from": "now-5m"})
     devices = [s["labels"] for s in resp.json()["series"]]
     assert devices and all(d.startswith("device=") and d != "device=lo" for d in devices)
