@@ -39,9 +39,14 @@ def client_of(source: PrometheusSource) -> PromClient:
     )
 
 
-def _node_selectors(mapping: PromMapping, metric: str, hostname: str) -> list[tuple[str, float]]:
+def _names(node: Node) -> tuple[str, ...]:
+    """What exporters call the node: its hostname, short name or Slurm name (as ingest resolves them)."""
+    return (node.hostname, node.hostname.split(".")[0], node.slurm_name)
+
+
+def _node_selectors(mapping: PromMapping, metric: str, node: Node) -> list[tuple[str, float]]:
     return [
-        (selector(name, {}, {label: host_regex(hostname)}), scale)
+        (selector(name, {}, {label: host_regex(*_names(node))}), scale)
         for name, scale in mapping.names_of(metric)
         for label in mapping.node_labels
     ]
@@ -99,9 +104,7 @@ def prometheus_series_query(
         )
     step = bounded_step(start, end, step)
     sels = (
-        _card_selectors(mapping, metric, card)
-        if card is not None
-        else _node_selectors(mapping, metric, node.hostname)
+        _card_selectors(mapping, metric, card) if card is not None else _node_selectors(mapping, metric, node)
     )
     answered = client_of(source).query_range(aggregated(sels, step), start, end, step) if sels else []
     cards = _card_index([node])
@@ -139,7 +142,7 @@ def prometheus_power_points(
     points: dict[Any, list[tuple[dt.datetime, float]]] = {}
     for metric in ("power_w", "node_power_w"):
         for node in nodes:
-            sels = _node_selectors(mapping, metric, node.hostname)
+            sels = _node_selectors(mapping, metric, node)
             if not sels:
                 continue
             expr = " or ".join(f"({sel} * {scale!r})" if scale != 1 else sel for sel, scale in sels)
@@ -174,7 +177,7 @@ def prometheus_latest(
         sels = [selector("", m, {"__name__": pattern}) for m in matchers]
     else:
         sels = [
-            selector("", {}, {"__name__": pattern, label: host_regex(node.hostname)})
+            selector("", {}, {"__name__": pattern, label: host_regex(*_names(node))})
             for label in mapping.node_labels
         ]
     cards = _card_index([node])

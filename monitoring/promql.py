@@ -60,9 +60,10 @@ def selector(name: str, matchers: dict[str, str], regex: dict[str, str] | None =
     return f"{name}{{{','.join(parts)}}}"
 
 
-def host_regex(host: str) -> str:
-    """Matches ``host`` as a label value, with or without a ``:port`` (an ``instance`` label)."""
-    return re.escape(host).replace("\\-", "-") + "(:[0-9]+)?"
+def host_regex(*names: str) -> str:
+    """Matches any of ``names`` as a label value, with or without a ``:port`` (an ``instance``)."""
+    alternatives = "|".join(re.escape(n) for n in dict.fromkeys(n for n in names if n))
+    return f"({alternatives})(:[0-9]+)?"
 
 
 def bounded_step(start: datetime, end: datetime, step: float, max_points: int = MAX_POINTS) -> int:

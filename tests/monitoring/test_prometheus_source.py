@@ -442,3 +442,28 @@ def test_a_bearer_token_is_sent_as_the_gateways_in_front_of_thanos_or_mimir_expe
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_node_named_by_its_fqdn_finds_the_series_of_its_short_name(lab: PromLab, admin_user: Any) -> None:
+    import re
+
+    from monitoring.promql import host_regex
+
+    rx = host_regex("gpu07.lab.example", "gpu07", "")
+    assert [bool(re.fullmatch(rx, v)) for v in ("gpu07", "gpu07:9100", "gpu07.lab.example", "gpu070", "gpu07xlab")] == [
+        True, True, True, False, False,
+    ]  # fmt: skip
+    inv = Inv()
+    cluster = inv.cluster()
+    node = inv.node("gpu07.lab.example", cluster=cluster)
+    card = inv.card(node, gpu_uuid=H100_UUIDS[0])
+    PrometheusSource.objects.create(cluster=cluster, base_url=lab.url)
+    rows = (
+        _client(admin_user)
+        .get("/api/monitoring/latest/", {"node": node.pk, "metric": "temperature_c"})
+        .json()
+    )
+    assert {(r["node"], r["card"], r["value"]) for r in rows} == {
+        ("gpu07.lab.example", card.pk, 58.0),
+        ("gpu07.lab.example", None, 41.0),
+    }
