@@ -212,3 +212,20 @@ def test_a_real_prometheus_remote_writes_node_exporter_and_dcgm_series(
     )
     assert stored == {f"device={d}" for d in devices}
     assert Series.objects.exclude(node=gpu07).count() == 0
+
+
+@pytest.mark.django_db
+def test_the_cluster_token_command_prints_a_key_that_remote_writes(inv: Any) -> None:
+    import io
+
+    from django.core.management import CommandError, call_command
+
+    c = inv.cluster()
+    inv.node("gpu07", cluster=c)
+    out = io.StringIO()
+    call_command("telemetry_cluster_token", c.name, stdout=out)
+    key = out.getvalue().strip()
+    assert key.startswith("rpc_") and len(key) == 44
+    assert _post(_body(_temp("gpu07", H100_UUIDS[0], 50.0, _now_ms())), key).json()["stored"] == 1
+    with pytest.raises(CommandError, match="no cluster 'nope' in the inventory"):
+        call_command("telemetry_cluster_token", "nope")
