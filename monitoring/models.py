@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import ssl
 import urllib.parse
 from typing import Any
 
@@ -24,6 +25,7 @@ from django.utils.translation import gettext_lazy as _
 from inventory.models import Card, Cluster, Node
 from monitoring.parsers.metrics import METRICS
 from monitoring.parsers.prom_mapping import default_mapping, mapping_errors
+from monitoring.promql import tls_context
 from portal.fields import EncryptedTextField
 
 METRIC_CHOICES = [(name, name) for name in sorted(METRICS)]
@@ -398,8 +400,13 @@ class PrometheusSource(models.Model):
             errors["username"] = gettext("Basic authentication needs a user.")
         if self.auth != self.Auth.NONE and not self.secret:
             errors["secret"] = gettext("This authentication needs a token or password.")
-        if self.ca_cert and "-----BEGIN CERTIFICATE-----" not in self.ca_cert:
-            errors["ca_cert"] = gettext("Paste the CA certificate in PEM form (-----BEGIN CERTIFICATE-----).")
+        if self.ca_cert:
+            try:
+                tls_context(self.ca_cert)
+            except (ssl.SSLError, ValueError):  # not PEM, or a PEM that does not load
+                errors["ca_cert"] = gettext(
+                    "Paste the CA certificate in PEM form (-----BEGIN CERTIFICATE-----)."
+                )
         if errors:
             raise ValidationError(errors)
 

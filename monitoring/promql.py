@@ -72,16 +72,26 @@ def bounded_step(start: datetime, end: datetime, step: float, max_points: int = 
     return max(1, math.ceil(step), math.ceil(span / max_points))
 
 
+def tls_context(ca_cert: str = "", *, verify: bool = True) -> ssl.SSLContext:
+    """The client's TLS settings: the system's authorities or ``ca_cert`` (PEM); ssl.SSLError when
+    the PEM does not load."""
+    ctx = ssl.create_default_context(cadata=ca_cert or None)
+    if not verify:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
 class PromClient:
     def __init__(self, server: PromServer) -> None:
         self.server = server
         self._ssl: ssl.SSLContext | None = None
+        self._ssl_error = ""
         if server.url.startswith("https:"):
-            ctx = ssl.create_default_context(cadata=server.ca_cert or None)
-            if not server.verify_tls:
-                ctx.check_hostname = False
-                ctx.verify_mode = ssl.CERT_NONE
-            self._ssl = ctx
+            try:
+                self._ssl = tls_context(server.ca_cert, verify=server.verify_tls)
+            except (ssl.SSLError, ValueError) as exc:
+                self._ssl_error = f"the CA certificate cannot be read: {exc}"
 
     def _headers(self) -> dict[str, str]:
         s = self.server
@@ -94,6 +104,8 @@ class PromClient:
         return headers
 
     def _get(self, path: str, params: dict[str, str]) -> Any:
+        if self._ssl_error:
+            raise PromError("unreachable", self._ssl_error)
         url = self.server.url.rstrip("/") + path
         body = urllib.parse.urlencode(params).encode()
         headers = {**self._headers(), "Content-Type": "application/x-www-form-urlencoded"}

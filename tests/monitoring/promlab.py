@@ -99,6 +99,19 @@ def backfill(data_dir: Path, openmetrics: str) -> None:
     )
 
 
+def _wait_ready(log: Path, proc: subprocess.Popen[bytes], timeout: float = 90) -> None:
+    """Until Prometheus says it serves queries (its port opens earlier, answering 503 while the
+    TSDB loads); the log is read because the API may need credentials the test does not hold."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if "Server is ready to receive web requests." in log.read_text():
+            return
+        if proc.poll() is not None:
+            raise RuntimeError(f"prometheus exited: {log.read_text()[-2000:]}")
+        time.sleep(0.2)
+    raise RuntimeError(f"prometheus not ready after {timeout}s: {log.read_text()[-2000:]}")
+
+
 @contextmanager
 def prom_lab(
     tmp: Path,
@@ -162,11 +175,11 @@ def prom_lab(
     proc = subprocess.Popen(
         [PROMETHEUS, f"--config.file={tmp / 'prometheus.yml'}", f"--storage.tsdb.path={tmp / 'data'}",
          f"--web.listen-address=127.0.0.1:{prom_port}", "--storage.tsdb.retention.time=30d",
-         "--log.level=warn", *web],
+         "--log.level=info", *web],
         stdout=subprocess.DEVNULL, stderr=log,
     )  # fmt: skip
     try:
-        wait_port(prom_port, timeout=60)
+        _wait_ready(tmp / "prometheus.log", proc)
         wait_port(ne_port, timeout=30)
         yield PromLab(f"{'https' if tls else 'http'}://127.0.0.1:{prom_port}", ne_port, dcgm_port)
     finally:

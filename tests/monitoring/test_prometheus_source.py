@@ -276,6 +276,8 @@ def test_an_admin_configures_a_source_through_the_api_and_the_secret_stays_hidde
         ({"auth": "basic", "secret": "pw"}, "username", "Basic authentication needs a user."),
         ({"auth": "bearer"}, "secret", "This authentication needs a token or password."),
         ({"ca_cert": "not a pem"}, "ca_cert", "Paste the CA certificate in PEM form (-----BEGIN CERTIFICATE-----)."),
+        ({"ca_cert": "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"}, "ca_cert",
+         "Paste the CA certificate in PEM form (-----BEGIN CERTIFICATE-----)."),
         ({"mapping": {"node_labels": [], "card_labels": ["UUID"], "metrics": {"x": {"metric": "power_w"}}}},
          "mapping", "node_labels: a non-empty list of label names"),
         ({"mapping": {"node_labels": ["Hostname"], "card_labels": ["UUID"], "metrics": {"DCGM_X": {"metric": "nope"}}}},
@@ -397,6 +399,11 @@ def test_tls_is_verified_against_the_given_ca(tmp_path: Path, admin_user: Any) -
         # verification off: read without a CA
         PrometheusSource.objects.filter(pk=source.pk).update(ca_cert="", verify_tls=False)
         assert _series(admin_user, **params).status_code == 200
+        # a CA stored before it could be checked that does not load: said, never a 500
+        PrometheusSource.objects.filter(pk=source.pk).update(ca_cert="-----BEGIN CERTIFICATE-----\nAAAA\n")
+        resp = _series(admin_user, **params)
+        assert resp.status_code == 503
+        assert "the CA certificate cannot be read" in resp.json()["detail"]
 
 
 def test_a_bearer_token_is_sent_as_the_gateways_in_front_of_thanos_or_mimir_expect() -> None:
