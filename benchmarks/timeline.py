@@ -9,7 +9,7 @@ transitions, 400 actions, 1,000 alerts firing and resolved, readiness changes in
 spread over the last 7 days.
 
 Prints median / p95 server time of ``timeline_list`` for the node (every source), of the page
-(``GET /jobs/timeline/node/{id}/``) and of the API (``GET /api/jobs/timeline/node/{id}/``) through
+(``GET /jobs/timeline/node/{id}/``) and of the API (``GET /api/inventory/nodes/{id}/timeline/``) through
 the Django test client, with the query count, and as an in-run baseline one indexed read of the
 node's newest 500 events.
 """
@@ -145,7 +145,7 @@ def main() -> None:
     client = Client()
     client.force_login(admin)
     for label, url in (("GET /jobs/timeline/node/{id}/ (page)", f"/jobs/timeline/node/{pk}/"),
-                       ("GET /api/jobs/timeline/node/{id}/ (API)", f"/api/jobs/timeline/node/{pk}/")):  # fmt: skip
+                       ("GET /api/inventory/nodes/{id}/timeline/ (API)", f"/api/inventory/nodes/{pk}/timeline/")):  # fmt: skip
         assert client.get(url).status_code == 200
         row(label, measure(lambda url=url: client.get(url), runs=args.runs))
 
