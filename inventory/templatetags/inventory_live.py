@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
+from django.conf import settings
 from django.utils.translation import gettext
 
 register = template.Library()
@@ -44,6 +45,7 @@ def chart_labels() -> dict[str, Any]:
         CARD_POWER: {"title": gettext("Card power"), "unit": "W"},
         UTILISATION: {"title": gettext("Utilisation"), "unit": "%"},
         "time": gettext("Time"),
+        "time_zone": settings.TIME_ZONE,
         "no_data": gettext("No data in this time range."),
     }
 

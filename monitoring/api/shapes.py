@@ -10,8 +10,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
-from monitoring.parsers import FORMATS
 from monitoring.models import METRIC_CHOICES
+from monitoring.parsers import FORMATS
 from monitoring.selectors import ENERGY_GROUPS
 
 
