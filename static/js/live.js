@@ -59,11 +59,11 @@
                   : d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate());
     return date + " " + clockText(d, true);
   }
-  function timeTicks(u, splits, axisIdx, space, incr) {
+  function timeTicks(toDate, splits, incr) {
     var lastDay = null;
     return splits.map(function (s) {
       if (s == null) return null;
-      var d = u.tzDate ? u.tzDate(s) : new Date(s * 1000), day = d.getFullYear() + "-" + d.getMonth() + "-" + d.getDate();
+      var d = toDate(s), day = d.getFullYear() + "-" + d.getMonth() + "-" + d.getDate();
       var text = incr >= 86400 ? dayText(d) : lastDay === day ? clockText(d, incr < 60) : clockText(d, incr < 60) + "\n" + dayText(d);
       lastDay = day;
       return text;
@@ -130,16 +130,23 @@
     });
     var palette = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
     var tz = labels.time_zone || "UTC";
+    var toDate = function (ts) { return uPlot.tzDate(new Date(ts * 1000), tz); };
     var opts = {
       width: Math.max(320, fig.clientWidth || 600), height: 260,
       legend: {live: true},
-      tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1000), tz); },
+      tzDate: toDate,
+      // the axis spans the chosen range (as Grafana's does), not only the stretch that has points
+      // (from the data itself: uPlot pads a single point's min and max by years)
+      scales: {x: {time: true, range: function (u) {
+        var now = Date.now() / 1000, xs = u.data[0];
+        return [Math.min(xs[0], now - WINDOW_S), Math.max(xs[xs.length - 1], now)];
+      }}},
       series: [{label: labels.time || "Time",
-                value: function (u, v) { return v == null ? "—" : exactText(u.tzDate(v)); }}].concat(cards.map(function (c, i) {
+                value: function (u, v) { return v == null ? "—" : exactText(toDate(v)); }}].concat(cards.map(function (c, i) {
         return {label: c.label, stroke: palette[i % palette.length], spanGaps: true,
                 value: function (u, v) { return v == null ? "—" : v.toFixed(1) + " " + unit; }};
       })),
-      axes: [{values: timeTicks, space: 60, size: 50, label: (labels.time || "Time") + " (" + tz + ")", labelSize: 18},
+      axes: [{values: function (u, splits, axisIdx, space, incr) { return timeTicks(toDate, splits, incr); }, space: 60, size: 50, label: (labels.time || "Time") + " (" + tz + ")", labelSize: 18},
              {size: 60, label: unit, labelSize: 18,
                   values: function (u, vals) { return vals.map(function (v) { return v + " " + unit; }); }}],
     };

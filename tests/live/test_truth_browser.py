@@ -104,6 +104,16 @@ telemetry_ingest_samples([{"node": "rig01", "card": sys.argv[1], "metric": "link
                            "labels": {"port": "QSFP1"}}])
 """
 
+TEMPS = """
+import sys, datetime as dt, django; django.setup()
+from django.utils import timezone
+from monitoring.services import telemetry_ingest_samples, telemetry_rollup
+now = timezone.now()
+telemetry_ingest_samples([{"node": "rig01", "card": sys.argv[1], "metric": "temperature_c", "value": 60.5 + i,
+                           "ts": (now - dt.timedelta(minutes=10 - i)).isoformat()} for i in range(10)])
+telemetry_rollup(start=now - dt.timedelta(minutes=15))  # the 1 h range reads 1-minute buckets, 7 d hourly ones
+"""
+
 SYNC = """
 import django; django.setup()
 from inventory.models import Cluster
@@ -169,13 +179,14 @@ def stack() -> Iterator[Stack]:
 
 
 class Watched:
-    """A page with its console errors and failed responses recorded."""
+    """A page with its console errors, uncaught exceptions and failed responses recorded."""
 
     def __init__(self, page: Any) -> None:
         self.page = page
         self.console: list[str] = []
         self.bad: list[str] = []
         page.on("console", lambda m: self.console.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.console.append(f"uncaught: {e}"))
         page.on("response", lambda r: self.bad.append(f"{r.status} {r.url}") if r.status == 404 else None)
 
 
@@ -413,3 +424,40 @@ def test_a_rig_link_down_turns_red_and_green_again_and_its_alert_resolves(browse
     ]
     assert page.evaluate("window.__marker") == "same page"
     assert w.console == [], w.console
+
+
+def test_charts_keep_one_clock_per_language_and_the_range_picker_asks_for_its_step(
+    browser: Any, stack: Stack
+) -> None:
+    f = stack.facts
+    stack.python(TEMPS, "GPU-e2e00000-0000-0000-0000-000000000000")
+    exact = {
+        "en": r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}",
+        "zh-hans": r"\d{4}年\d{1,2}月\d{1,2}日 \d{2}:\d{2}:\d{2}",
+    }
+    for language, when in exact.items():
+        w = _page(browser, stack, "admin", language)
+        page = w.page
+        asked: list[str] = []
+        page.on(
+            "request",
+            lambda r, asked=asked: asked.append(r.url) if "/api/monitoring/series/" in r.url else None,
+        )
+        page.goto(stack.url(f"/inventory/cards/{f['rig_card0']}/"))
+        chart = "figure.chart[data-metric=temperature_c]"
+        over = page.wait_for_selector(f"{chart} .u-over", timeout=15000)
+        box = over.bounding_box()
+        over.hover(position={"x": box["width"] * 0.95, "y": box["height"] / 2})  # the newest points
+        _until(lambda: "°C" in _text(page, f"{chart} .u-legend"))
+        legend = _text(page, f"{chart} .u-legend")
+        # the pages' exact format of the language, a 24 h clock, the unit on the value
+        assert re.search(when, legend), legend
+        assert not re.search(r"AM|PM|上午|下午", legend), legend
+        assert re.search(r"6\d\.\d °C", legend), legend
+        assert "/" not in legend  # no US-style date
+        page.click("button[data-range='7d']")
+        _until(lambda: any("step=3600" in u and "from=now-604800s" in u for u in asked))
+        assert page.get_attribute("button[data-range='7d']", "aria-pressed") == "true"
+        _until(lambda: page.query_selector(f"{chart} .u-over") is not None)
+        _shot(page, f"card-charts-{language}")
+        assert w.console == [], w.console
