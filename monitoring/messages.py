@@ -114,6 +114,7 @@ EVENT_KINDS: dict[str, Promise] = {
 #: label keys of series and events, as a person reads them ("port 2", "sensor CPU1 Temp")
 LABEL_NAMES: dict[str, Promise] = {
     "port": _("port"),
+    "channel": _("channel"),
     "chip": _("chip"),
     "peer_chip": _("peer chip"),
     "sensor": _("sensor"),
@@ -208,6 +209,8 @@ def _event_labels(data: Mapping[str, Any]) -> dict[str, Any]:
         if key in data and key not in found:
             found[key] = data[key]
     found.pop("peer_chip", None)  # the peer is the other end's business
+    if data.get("port_name") and "port" in found:  # a card's channel, on the port it is wired to
+        found = {"port": data["port_name"], "channel": found.pop("port"), **found}
     return found
 
 

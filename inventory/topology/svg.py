@@ -2,7 +2,8 @@
 missing links dashed red, unreachable members outlined red. No Django, no JavaScript.
 
 A cable the check finds right is coloured by its link telemetry when known (``link_up``: port id ->
-up): green when its ends report up, red when either reports down, grey when nothing is known.
+up): green when its ends report up, red when either reports down, grey when nothing is known; a
+connected cable whose link is down is red whatever the check says of it.
 
 The drawing scales to its members: each member is a box as large as its label and its ports need;
 every cable leaves its own port on the side of the box that faces the other end (ports on a side in
@@ -132,7 +133,7 @@ def render(data: FabricData, result: CheckResult, link_up: Mapping[int, bool] | 
         title = f"{c.label or c.id}: {a.label} {port_name[c.a]} – {b.label} {port_name[c.b]}, {state}"
         if c.status == "connected" and link != "unknown":
             title += f", link {link}"
-            if state == "ok":
+            if state == "ok" or link == "down":  # a link that is down is the news, even on an extra cable
                 colour = COLOURS[link]
         attrs = f' class="link link-{link} cable-{escape(c.status)}" data-cable="{c.id or ""}"{dash}'
         out.append(_line(pa, pb, colour, attrs, title, 1.5 if compact else 2))

@@ -163,3 +163,25 @@ def test_the_migration_gives_old_alerts_their_parts(inv: Any) -> None:
     assert hot.message == "Temperature 91 °C above 85 °C for 1 min — condition cleared at 80 °C"
     assert down.params["event"]["data"] == {"labels": "port=0"}
     assert down.message == "Link down (port 0)"
+
+
+def test_a_channels_link_down_names_the_qsfp_port_it_is_wired_to(db: Any) -> None:
+    from inventory.links import P150_QSFP_CHANNELS
+    from inventory.models import PortTemplate
+    from tests.inventory.conftest import Builder
+
+    build = Builder()
+    model = build.card_model(ports=2)
+    for t in PortTemplate.objects.filter(card_model=model):
+        t.eth_channels = list(P150_QSFP_CHANNELS[t.name])
+        t.save()
+    build.card(node=build.node(hostname="rig01"), card_model=model, slot="A", pci_bus_id=RIG_CARD)
+    # tt-smi numbers channels: channel 3 is the second of QSFP2's two
+    _push("rig01", "link_up", 1, 0, card=RIG_CARD, labels={"port": "3"})
+    _push("rig01", "link_up", 0, 10, card=RIG_CARD, labels={"port": "3"})
+    event = Event.objects.get(kind="link_down")
+    alert = Alert.objects.get(rule__name="Link down")
+    assert event.data == {"labels": "port=3", "port_name": "QSFP2"}
+    assert messages.event_message(event) == alert.message == "Link down (port QSFP2, channel 3)"
+    with translation.override("zh-hans"):
+        assert messages.alert_text(alert) == "链路断开 (端口 QSFP2, 通道 3)"

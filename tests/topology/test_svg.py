@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from inventory.topology.check import CableInfo, FabricData, MemberInfo, PortInfo, check
-from inventory.topology.svg import LABEL_LIMIT, render
+from inventory.topology.svg import COLOURS, LABEL_LIMIT, render
 
 
 def _star(hosts: int, rails: int) -> FabricData:
@@ -79,3 +79,24 @@ def test_the_drawing_grows_with_its_members_and_turns_to_dots_past_the_limit() -
     many = _star(hosts=LABEL_LIMIT + 4, rails=1)
     svg = render(many, check(many), {})
     assert "port-label" not in svg and svg.count("<circle") == LABEL_LIMIT + 5
+
+
+def test_a_link_that_is_down_is_red_even_on_a_cable_the_template_does_not_have() -> None:
+    members = tuple(
+        MemberInfo(x, "card", tuple(PortInfo(i * 10 + p, x, f"QSFP{p}", "qsfp-dd", 800) for p in (1, 3)))
+        for i, x in ((1, "A"), (2, "B"))
+    )
+    data = FabricData("bh-1x2", {}, members, (CableInfo(1, 11, 21), CableInfo(3, 13, 23)))
+    result = check(data)
+    assert result.link_state[3] == "extra"
+
+    up, down = (render(data, result, {13: True, 23: v}) for v in (True, False))
+
+    def colour(svg: str) -> str:
+        found = re.search(
+            r'stroke="(#\w+)" stroke-width="2" class="link link-\w+ cable-connected" data-cable="3"', svg
+        )
+        assert found, svg
+        return found[1]
+
+    assert (colour(up), colour(down)) == (COLOURS["extra"], COLOURS["down"])
