@@ -307,6 +307,8 @@ def alert_text(alert: Alert) -> str:
     """The alert's message in the active language: the condition (or the event) and how it ended."""
     rule = alert.rule
     params = alert.params or {}
+    if not params and alert.message:  # a row written without its parts (by hand, in the admin)
+        return alert.message
     if rule.kind == "event":
         event = params.get("event")
         text = (
