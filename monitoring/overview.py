@@ -20,13 +20,23 @@ from django.utils.translation import gettext
 from inventory.models import Card, Cluster, Node
 from inventory.power import cluster_power_limits
 from jobs.models import Job, NodeState
-from monitoring.models import Alert, LatestValue
+from monitoring.models import Alert, LatestValue, Series
 
 TEMPERATURE = "temperature_c"
 CARD_POWER = "power_w"
 NODE_POWER = "node_power_w"
 UTILISATION = "utilization_pct"
 CHART_METRICS = (TEMPERATURE, CARD_POWER, UTILISATION)
+
+
+def chart_metrics(*, node_id: int, card_id: int | None = None) -> list[str]:
+    """The chart metrics the node's (or the card's) cards report: a p150a has no utilisation to
+    chart, so its page shows no empty utilisation panel (in CHART_METRICS order)."""
+    qs = Series.objects.filter(node_id=node_id, metric__in=CHART_METRICS, card__isnull=False)
+    if card_id is not None:
+        qs = qs.filter(card_id=card_id)
+    have = set(qs.values_list("metric", flat=True).distinct())
+    return [m for m in CHART_METRICS if m in have]
 HOTTEST = 5
 ALERTS_SHOWN = 5
 

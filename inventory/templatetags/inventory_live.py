@@ -21,7 +21,7 @@ def rack_thermal(context: template.Context, rack_id: int) -> list[Any]:
 @register.simple_tag(takes_context=True)
 def node_live(context: template.Context, node_id: int) -> dict[str, Any]:
     from inventory.live import node_activity_context
-    from monitoring.overview import CHART_METRICS, node_latest_points, node_thermal_list
+    from monitoring.overview import chart_metrics, node_latest_points, node_thermal_list
 
     thermal = node_thermal_list(node_ids=[node_id])
     user = context.get("user")
@@ -30,7 +30,7 @@ def node_live(context: template.Context, node_id: int) -> dict[str, Any]:
         "t": thermal[0] if thermal else None,
         "points": node_latest_points(node_id),
         "cards": cards,
-        "metrics": CHART_METRICS,
+        "metrics": chart_metrics(node_id=node_id),
         "chart_labels": chart_labels(),
         **node_activity_context(node_id, user),
     }
@@ -53,12 +53,12 @@ def chart_labels() -> dict[str, Any]:
 @register.simple_tag
 def card_charts(card: Any) -> dict[str, Any]:
     """One card's telemetry charts on its own page (history from the series endpoint)."""
-    from monitoring.overview import CHART_METRICS
+    from monitoring.overview import chart_metrics
 
     return {
         "node": card.node_id,
         "card": card.pk,
         "cards": [{"id": card.pk, "label": card.slot}],
-        "metrics": CHART_METRICS,
+        "metrics": chart_metrics(node_id=card.node_id, card_id=card.pk),
         "chart_labels": chart_labels(),
     }
