@@ -118,4 +118,5 @@ def test_a_yes_no_filter_left_open_reads_any_not_unknown(db: Any) -> None:
 
     html = str(PortFilterSet({}).form["connected"])
     assert '<option value="unknown" selected>(any)</option>' in html and "Unknown" not in html
-    assert PortFilterSet({"connected": "true"}).form.cleaned_data["connected"] is True
+    bound = PortFilterSet({"connected": "true"}).form
+    assert bound.is_valid() and bound.cleaned_data["connected"] is True
