@@ -14,6 +14,7 @@ and no label lies on a cable). Above LABEL_LIMIT members they are dots.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ CHAR_W, PORT_CHAR_W = 8.0, 6.2  # text widths (px per character) at the member a
 BOX_H, BOX_PAD, PORT_GAP = 26.0, 10.0, 13.0
 GAP_X, GAP_Y = 70.0, 110.0  # px between neighbouring boxes
 SMALL = 4  # members up to which the gaps are larger
+MAX_ROW_W = 1100.0  # px: a wider row of members wraps (the page is ~1200 px wide)
 DOT_STEP, DOT_R = 36.0, 4.0
 MARGIN = 12.0
 
@@ -83,6 +85,17 @@ class _Box:
         return self.x, self.y
 
 
+def _direction(box: _Box, peer: _Box, side: str) -> float:
+    """Where along ``side`` the cable to ``peer`` should leave: by its angle (top, bottom), by the
+    peer's height (left, right)."""
+    dx, dy = peer.x - box.x, peer.y - box.y
+    if side == "bottom":
+        return -math.atan2(dy, dx)
+    if side == "top":
+        return math.atan2(dy, dx)
+    return peer.y
+
+
 def _label_len(ends: list[tuple[int, str, str]]) -> float:
     return max((len(name) for _p, name, _m in ends), default=0) * PORT_CHAR_W + 6 if ends else 0.0
 
@@ -109,11 +122,11 @@ def render(data: FabricData, result: CheckResult, link_up: Mapping[int, bool] | 
             peer = raw[port_member[there]]
             box.ends[box.side_of(peer)].append((here, port_name[here], port_member[there]))
     for box in boxes.values():
-        for side, ends in box.ends.items():  # in the order of the peers along the side, then by port
-            along = 0 if side in ("top", "bottom") else 1
-            ends.sort(key=lambda e: (raw[e[2]][along], natural_key(e[1])))
         _size(box, compact)
     _place(boxes, compact)
+    for box in boxes.values():  # the ports of a side in the order their cables leave it: no crossings
+        for side, ends in box.ends.items():
+            ends.sort(key=lambda e: (_direction(box, boxes[e[2]], side), natural_key(e[1])))
     xs = [v for b in boxes.values() for v in (b.x - b.w / 2, b.x + b.w / 2)]
     ys = [v for b in boxes.values() for v in (b.y - b.h / 2, b.y + b.h / 2)]
     margin = DOT_STEP / 2 if compact else MARGIN
@@ -246,6 +259,35 @@ def _place(boxes: Mapping[str, _Box], compact: bool) -> None:
                 shift = need - (right.x - left.x)
                 for b in row[row.index(right) :]:
                     b.x += shift
+    if not compact:
+        _wrap_rows(by_row, gap, step_y)
+
+
+def _wrap_rows(by_row: Mapping[float, list[_Box]], gap: float, step_y: float) -> None:
+    """A grid row wider than MAX_ROW_W (32 hosts of a star in a line) wraps onto further lines,
+    centred under the drawing, so the labels stay readable instead of the page shrinking them."""
+    centre = sum(b.x for row in by_row.values() for b in row) / sum(len(row) for row in by_row.values())
+    shift_y = 0.0
+    for key in sorted(by_row):
+        row = sorted(by_row[key], key=lambda b: b.x)
+        for b in row:
+            b.y += shift_y
+        if row[-1].x + row[-1].w / 2 - (row[0].x - row[0].w / 2) <= MAX_ROW_W:
+            continue
+        lines: list[list[_Box]] = [[]]
+        width = 0.0
+        for b in row:
+            if lines[-1] and width + b.w > MAX_ROW_W:
+                lines.append([])
+                width = 0.0
+            lines[-1].append(b)
+            width += b.w + gap
+        for i, line in enumerate(lines):
+            x = centre - (sum(b.w for b in line) + gap * (len(line) - 1)) / 2
+            for b in line:
+                b.x, b.y = x + b.w / 2, b.y + i * step_y
+                x += b.w + gap
+        shift_y += (len(lines) - 1) * step_y
 
 
 def _line(

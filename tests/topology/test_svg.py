@@ -100,3 +100,17 @@ def test_a_link_that_is_down_is_red_even_on_a_cable_the_template_does_not_have()
         return found[1]
 
     assert (colour(up), colour(down)) == (COLOURS["extra"], COLOURS["down"])
+
+
+def test_a_star_of_32_hosts_wraps_its_hosts_onto_lines_that_fit_the_page() -> None:
+    from inventory.topology.svg import MAX_ROW_W
+
+    data = _star(hosts=32, rails=1)
+
+    svg = render(data, check(data), {})
+
+    boxes = _boxes(svg)
+    rows = {y for _x, y, _w, _h in boxes}
+    assert len(rows) >= 4  # the switch and three or more lines of hosts
+    assert max(x + w for x, _y, w, _h in boxes) - min(x for x, _y, _w, _h in boxes) <= MAX_ROW_W
+    assert len(re.findall(r'class="port-label"', svg)) == 64  # p1..p32 on the switch, ib0 on each host
