@@ -37,6 +37,8 @@ def chart_metrics(*, node_id: int, card_id: int | None = None) -> list[str]:
         qs = qs.filter(card_id=card_id)
     have = set(qs.values_list("metric", flat=True).distinct())
     return [m for m in CHART_METRICS if m in have]
+
+
 HOTTEST = 5
 ALERTS_SHOWN = 5
 
