@@ -192,12 +192,14 @@ def _measured_power(out: dict[int, ClusterOverview], ids: list[int], now: dt.dat
 
 
 def _hottest(out: dict[int, ClusterOverview], ids: list[int], now: dt.datetime) -> None:
-    """The ``HOTTEST`` hottest fresh cards of each cluster (ranked per cluster in the database)."""
+    """The ``HOTTEST`` hottest fresh cards of each cluster (ranked per cluster in the database); a node
+    Slurm marks down or not responding shows none (its last readings are not its cards' state now)."""
     after = fresh_after(now)
     fresh_value = Case(When(ts__gte=after, then=F("value")), default=None, output_field=FloatField())
     rows = (
         LatestValue.objects.filter(series__node__cluster_id__in=ids, series__metric=TEMPERATURE)
         .exclude(series__card_ref="")
+        .exclude(series__node__slurm_state__iregex=UNREACHABLE_SLURM_RE)  # its readings say nothing now
         .annotate(
             rank=Window(
                 RowNumber(),
@@ -241,6 +243,10 @@ def _alerts(out: dict[int, ClusterOverview], ids: list[int]) -> None:
 UNREACHABLE_SLURM_STATES = frozenset(
     {"down", "unknown", "fail", "failing", "power_down", "powered_down", "powering_down", "not_responding"}
 )
+
+
+#: the same test in the database (``slurm_unreachable``): a state of the set, flags or "+" after it, or "*"
+UNREACHABLE_SLURM_RE = r"\*\s*$|^\s*(" + "|".join(sorted(UNREACHABLE_SLURM_STATES)) + r")([~#!%$@^+-].*)?\s*$"
 
 
 def slurm_unreachable(state: str | None) -> bool:
