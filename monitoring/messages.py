@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import translation
 from django.utils.functional import Promise
-from django.utils.translation import gettext
+from django.utils.translation import gettext, pgettext
 from django.utils.translation import gettext_lazy as _
 
 from monitoring.parsers import metrics as m
@@ -170,7 +170,13 @@ def parse_labels(labels: str) -> dict[str, str]:
 
 def labels_text(labels: Mapping[str, Any]) -> str:
     """{"port": "QSFP2", "chip": "0"} -> "port QSFP2, chip 0" (known label names translated)."""
-    return ", ".join(f"{LABEL_NAMES.get(k, k)} {v}" for k, v in labels.items() if v not in (None, ""))
+    sep = pgettext("list separator", ", ")
+    return sep.join(f"{LABEL_NAMES.get(k, k)} {v}" for k, v in labels.items() if v not in (None, ""))
+
+
+def aside(text: str, note: str) -> str:
+    """ "text (note)", with the language's parentheses."""
+    return pgettext("text (note)", "%(text)s (%(note)s)") % {"text": text, "note": note}
 
 
 def target_labels(target: str) -> dict[str, str]:
@@ -230,7 +236,7 @@ def event_text(kind: str, data: Mapping[str, Any], text: str) -> str:
     elif kind == "xid" and data.get("xid") is not None:
         summary = gettext("Xid %(xid)s") % {"xid": data["xid"]}
         text = text.removeprefix(f"Xid {data['xid']}").lstrip(": ")  # dcgm's "Xid 79: <description>"
-    out = f"{summary} ({where})" if where else summary
+    out = aside(summary, where) if where else summary
     derived = kind in {"link_up", "link_down", "link_retrain", "heartbeat_stall"} and "line" not in data
     if text and not derived:
         out += f": {text}"
@@ -256,7 +262,7 @@ def _condition(alert: Alert) -> str:
     labels = labels_text(target_labels(alert.target))
     metric = metric_label(rule.metric)
     if labels:
-        metric = f"{metric} ({labels})"
+        metric = aside(metric, labels)
     held = seconds_text(rule.duration_s)
     value = metric_value(rule.metric, alert.value)
     if rule.kind == "stall":
@@ -268,8 +274,8 @@ def _condition(alert: Alert) -> str:
     limit = params.get("limit", rule.threshold)
     values = {"metric": metric, "value": value, "limit": metric_value(rule.metric, limit), "held": held}
     if rule.relative_to:
-        values["limit"] += (
-            " (" + gettext("%(pct)s of the PSU capacity") % {"pct": percent(rule.threshold)} + ")"
+        values["limit"] = aside(
+            values["limit"], gettext("%(pct)s of the PSU capacity") % {"pct": percent(rule.threshold)}
         )
     if rule.op == "lt":
         text = gettext("%(metric)s %(value)s below %(limit)s") % values

@@ -72,8 +72,8 @@ def test_a_link_down_names_the_port_and_the_link_coming_back_resolves_it(inv: An
     assert alert.params["event"] == {"kind": "link_down", "data": {"labels": "port=2"}, "text": event.message}
     assert alert.message == "Link down (port 2)"
     with translation.override("zh-hans"):
-        assert messages.alert_text(alert) == "链路断开 (端口 2)"
-        assert messages.event_message(event) == "链路断开 (端口 2)"
+        assert messages.alert_text(alert) == "链路断开（端口 2）"
+        assert messages.event_message(event) == "链路断开（端口 2）"
     _push("rig01", "link_up", 1, 20, card=RIG_CARD, labels={"port": "2"})
     alert.refresh_from_db()
     assert alert.status == "resolved"
@@ -184,4 +184,4 @@ def test_a_channels_link_down_names_the_qsfp_port_it_is_wired_to(db: Any) -> Non
     assert event.data == {"labels": "port=3", "port_name": "QSFP2"}
     assert messages.event_message(event) == alert.message == "Link down (port QSFP2, channel 3)"
     with translation.override("zh-hans"):
-        assert messages.alert_text(alert) == "链路断开 (端口 QSFP2, 通道 3)"
+        assert messages.alert_text(alert) == "链路断开（端口 QSFP2，通道 3）"
