@@ -279,7 +279,11 @@ class Alert(models.Model):
         indexes = [models.Index(fields=["status", "started_at"])]
 
     def __str__(self) -> str:
-        return f"{self.rule} on {self.target}"
+        """ "GPU temperature above 85 °C · rig01/C": the rule (translated) and where, never the raw target."""
+        where = self.node.hostname
+        if self.card_id is not None and self.card is not None:
+            where += f"/{self.card.slot}"
+        return f"{self.rule} · {where}"
 
 
 def node_token_hash(key: str) -> str:
