@@ -3,40 +3,24 @@ and labels (pages, API, notifications); the English ``message`` stays for script
 
 from __future__ import annotations
 
-import datetime as dt
 import importlib
 from typing import Any
 
 import pytest
 from django.apps import apps as django_apps
 from django.core import mail
-from django.utils import timezone, translation
+from django.utils import translation
 from rest_framework.test import APIClient
 
-from monitoring import messages, services
+from monitoring import messages
 from monitoring.models import Alert, AlertRule, Event
 from monitoring.services.alerts import alert_payload
 from tests.monitoring.conftest import H100_UUIDS
+from tests.monitoring.test_alerts import T0, _push
 from tests.text import page_text
 
 pytestmark = pytest.mark.django_db
-T0 = timezone.now().replace(microsecond=0) - dt.timedelta(hours=1)
 RIG_CARD = "0000:01:00.0"
-
-
-def _push(node: str, metric: str, value: float, seconds: int, card: str = H100_UUIDS[0], **kw: Any) -> Any:
-    return services.telemetry_ingest_samples(
-        [
-            {
-                "ts": (T0 + dt.timedelta(seconds=seconds)).isoformat(),
-                "node": node,
-                "card": card,
-                "metric": metric,
-                "value": value,
-                **kw,
-            }
-        ]
-    )
 
 
 def _hot_card(inv: Any) -> Alert:
