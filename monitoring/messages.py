@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from monitoring.models import Alert, Event
 
 # Rules are read by their stored values ("event", "stall", "lt"), not AlertRule's choice classes, so
-# that the data migration that filled Alert.params (0008) renders with the same code.
+# that the data migration that filled Alert.params (0009) renders with the same code.
 
 METRIC_LABELS: dict[str, Promise] = {
     "temperature_c": _("Temperature"),

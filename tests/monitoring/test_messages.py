@@ -138,7 +138,7 @@ def test_the_migration_gives_old_alerts_their_parts(inv: Any) -> None:
         value=0, message="link down (port=0)",
     )  # fmt: skip
     # when the migration's data step runs
-    migration = importlib.import_module("monitoring.migrations.0008_alert_message_params")
+    migration = importlib.import_module("monitoring.migrations.0009_alert_message_params")
     migration.fill(django_apps, None)
     hot.refresh_from_db()
     down.refresh_from_db()

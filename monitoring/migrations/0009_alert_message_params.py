@@ -67,7 +67,7 @@ def fill(apps, schema_editor):  # type: ignore[no-untyped-def]
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("monitoring", "0007_sample_one_per_series_ts"),
+        ("monitoring", "0008_prometheus"),
     ]
 
     operations = [
