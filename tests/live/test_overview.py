@@ -123,7 +123,12 @@ def test_a_node_slurm_marks_down_has_no_hottest_cards(state: str) -> None:
     from monitoring.overview import cluster_overview_list, slurm_unreachable
 
     cluster, cards = _cluster_with_cards("pod", [57.0, 56.0])
-    _ingest([{"node": "pod-n1", "card": c.gpu_uuid, "metric": "temperature_c", "value": 57.0} for c in cards])
+    _ingest(
+        [
+            {"node": "pod-n1", "card": c.gpu_uuid, "metric": "temperature_c", "value": v}
+            for c, v in zip(cards, (57.0, 56.0), strict=True)
+        ]
+    )
     assert [h.label for h in cluster_overview_list()[0].hottest] == ["pod-n1/0", "pod-n1/1"]
 
     cards[0].node.__class__.objects.filter(pk=cards[0].node_id).update(slurm_state=state)
