@@ -24,6 +24,7 @@ from inventory.models import (
     Rack,
     Site,
 )
+from portal.filters import BooleanFilter
 
 
 class SearchFilterSet(df.FilterSet):
@@ -74,7 +75,7 @@ class NodeFilterSet(SearchFilterSet):
     status = df.MultipleChoiceFilter(choices=NodeStatus.choices)
     cluster_name = df.CharFilter(field_name="cluster__name", label=_("Cluster name"))
     slurm_state = df.CharFilter(lookup_expr="icontains", label=_("Slurm state"))
-    has_cards = df.BooleanFilter(
+    has_cards = BooleanFilter(
         field_name="cards", lookup_expr="isnull", exclude=True, distinct=True, label=_("Has cards")
     )
 
@@ -110,7 +111,7 @@ class CardFilterSet(SearchFilterSet):
 
 class PortFilterSet(SearchFilterSet):
     kind = df.MultipleChoiceFilter(choices=PortKind.choices)
-    connected = df.BooleanFilter(
+    connected = BooleanFilter(
         field_name="termination", lookup_expr="isnull", exclude=True, label=_("Connected")
     )
 

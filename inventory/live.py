@@ -194,13 +194,14 @@ class NodeConsumer(LiveConsumer):
         if not Node.objects.filter(pk=self.node_id).exists():
             return False
         self.see_all = can_see_all_jobs(self.user) or self.user.has_perm("jobs.operate_nodes")
+        self.see_alerts = self.user.has_perm("monitoring.view_alert")
         self.live_groups = [groups.node(self.node_id)]
         return True
 
     def render_key(self) -> tuple[Any, ...]:
         # the node's telemetry is the same for everyone; jobs and actions are the user's own
         # unless they may see all of them
-        return (self.node_id, "all" if self.see_all else self.user.pk)
+        return (self.node_id, "all" if self.see_all else self.user.pk, self.see_alerts)
 
     def snapshot(self) -> str:
         return self._render(telemetry=True, activity=True)
@@ -212,6 +213,7 @@ class NodeConsumer(LiveConsumer):
 
     def _render(self, *, telemetry: bool, activity: bool) -> str:
         from monitoring.overview import node_latest_points, node_thermal_list
+        from monitoring.selectors import alert_activity
 
         parts = []
         if telemetry:
@@ -226,6 +228,12 @@ class NodeConsumer(LiveConsumer):
                     },
                 )  # fmt: skip
             )
+            if self.see_alerts:
+                parts.append(
+                    render_to_string(
+                        "live/alert_activity.html", alert_activity(node_id=self.node_id, user=self.user)
+                    )
+                )
         if activity:
             parts.append(
                 render_to_string("live/node_activity.html", node_activity_context(self.node_id, self.user))

@@ -8,7 +8,7 @@ from django.utils.translation import gettext_lazy as _
 
 from inventory.models import Node
 from jobs.models import Action, ActionKind, ActionStatus, ClusterAccount, Job, JobTemplate, NodeState
-from portal.filters import PortalFilterSet
+from portal.filters import BooleanFilter, PortalFilterSet
 
 
 class JobFilterSet(PortalFilterSet):
@@ -25,7 +25,7 @@ class JobFilterSet(PortalFilterSet):
                                   "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
                                   "BOOT_FAIL", "DEADLINE", "UNKNOWN")],
     )  # fmt: skip
-    active = df.BooleanFilter(method="filter_active", label=_("Active (pending or running)"))
+    active = BooleanFilter(method="filter_active", label=_("Active (pending or running)"))
     partition = df.CharFilter(field_name="partition")
     node = df.CharFilter(method="filter_node", label=_("Runs on node (Slurm name)"))
     node_id = df.ModelChoiceFilter(method="filter_node_id", queryset=Node.objects.all(), label=_("Node"))

@@ -23,12 +23,13 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from inventory.models import Card, Cluster, Node
+from monitoring.messages import METRIC_LABELS
 from monitoring.parsers.metrics import METRICS
 from monitoring.parsers.prom_mapping import default_mapping, mapping_errors
 from monitoring.promql import tls_context
 from portal.fields import EncryptedTextField
 
-METRIC_CHOICES = [(name, name) for name in sorted(METRICS)]
+METRIC_CHOICES = [(name, METRIC_LABELS.get(name, name)) for name in sorted(METRICS)]
 
 
 class Series(models.Model):
@@ -257,7 +258,14 @@ class Alert(models.Model):
     resolved_at = models.DateTimeField(_("resolved"), null=True, blank=True)
     last_seen_at = models.DateTimeField(_("last seen"), null=True, blank=True)
     value = models.FloatField(null=True, blank=True)
-    message = models.TextField(_("message"), blank=True)
+    message = models.TextField(
+        _("message"), blank=True, help_text="English, for scripts (monitoring.messages)"
+    )
+    params = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The message's structured parts: limit, the last event (kind, data, text), resolution",
+    )
     acknowledged_at = models.DateTimeField(null=True, blank=True)
     acknowledged_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -279,7 +287,11 @@ class Alert(models.Model):
         indexes = [models.Index(fields=["status", "started_at"])]
 
     def __str__(self) -> str:
-        return f"{self.rule} on {self.target}"
+        """ "GPU temperature above 85 °C · rig01/C": the rule (translated) and where, never the raw target."""
+        where = self.node.hostname
+        if self.card_id is not None and self.card is not None:
+            where += f"/{self.card.slot}"
+        return f"{self.rule} · {where}"
 
 
 def node_token_hash(key: str) -> str:

@@ -20,13 +20,25 @@ from django.utils.translation import gettext
 from inventory.models import Card, Cluster, Node
 from inventory.power import cluster_power_limits
 from jobs.models import Job, NodeState
-from monitoring.models import Alert, LatestValue
+from monitoring.models import Alert, LatestValue, Series
 
 TEMPERATURE = "temperature_c"
 CARD_POWER = "power_w"
 NODE_POWER = "node_power_w"
 UTILISATION = "utilization_pct"
 CHART_METRICS = (TEMPERATURE, CARD_POWER, UTILISATION)
+
+
+def chart_metrics(*, node_id: int, card_id: int | None = None) -> list[str]:
+    """The chart metrics the node's (or the card's) cards report: a p150a has no utilisation to
+    chart, so its page shows no empty utilisation panel (in CHART_METRICS order)."""
+    qs = Series.objects.filter(node_id=node_id, metric__in=CHART_METRICS, card__isnull=False)
+    if card_id is not None:
+        qs = qs.filter(card_id=card_id)
+    have = set(qs.values_list("metric", flat=True).distinct())
+    return [m for m in CHART_METRICS if m in have]
+
+
 HOTTEST = 5
 ALERTS_SHOWN = 5
 
@@ -180,12 +192,14 @@ def _measured_power(out: dict[int, ClusterOverview], ids: list[int], now: dt.dat
 
 
 def _hottest(out: dict[int, ClusterOverview], ids: list[int], now: dt.datetime) -> None:
-    """The ``HOTTEST`` hottest fresh cards of each cluster (ranked per cluster in the database)."""
+    """The ``HOTTEST`` hottest fresh cards of each cluster (ranked per cluster in the database); a node
+    Slurm marks down or not responding shows none (its last readings are not its cards' state now)."""
     after = fresh_after(now)
     fresh_value = Case(When(ts__gte=after, then=F("value")), default=None, output_field=FloatField())
     rows = (
         LatestValue.objects.filter(series__node__cluster_id__in=ids, series__metric=TEMPERATURE)
         .exclude(series__card_ref="")
+        .exclude(series__node__slurm_state__iregex=UNREACHABLE_SLURM_RE)  # its readings say nothing now
         .annotate(
             rank=Window(
                 RowNumber(),
@@ -229,6 +243,10 @@ def _alerts(out: dict[int, ClusterOverview], ids: list[int]) -> None:
 UNREACHABLE_SLURM_STATES = frozenset(
     {"down", "unknown", "fail", "failing", "power_down", "powered_down", "powering_down", "not_responding"}
 )
+
+
+#: the same test in the database (``slurm_unreachable``): a state of the set, flags or "+" after it, or "*"
+UNREACHABLE_SLURM_RE = r"\*\s*$|^\s*(" + "|".join(sorted(UNREACHABLE_SLURM_STATES)) + r")([~#!%$@^+-].*)?\s*$"
 
 
 def slurm_unreachable(state: str | None) -> bool:

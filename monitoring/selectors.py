@@ -389,3 +389,20 @@ def job_energy_get(job: Any) -> Any:
     from monitoring.models import JobEnergy
 
     return JobEnergy.objects.filter(job=job).first()
+
+
+def alert_activity(*, node_id: int, user: Any, card_id: int | None = None, limit: int = 10) -> dict[str, Any]:
+    """A node's (or one card's) alerts, the firing ones first, and its newest events, as the context
+    of live/alert_activity.html (``hidden`` for a user who may not see alerts)."""
+    if user is None or not user.has_perm("monitoring.view_alert"):
+        return {"hidden": True}
+    alerts = Alert.objects.select_related("rule", "card").filter(node_id=node_id)
+    events = Event.objects.select_related("card").filter(node_id=node_id)
+    if card_id is not None:
+        alerts, events = alerts.filter(card_id=card_id), events.filter(card_id=card_id)
+    return {
+        "node_id": node_id,
+        "card_id": card_id,
+        "alerts": list(alerts.order_by("status", "-started_at", "-pk")[:limit]),
+        "events": list(events[:limit]),
+    }

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_POST
 
 from monitoring import selectors, services
 from monitoring.filters import AlertFilterSet
+from monitoring.messages import alert_text, alert_value, rule_condition, rule_subject
 from monitoring.models import ALERT_RULE_FIELDS, Alert, AlertRule, PrometheusSource
 from monitoring.promql import PromError
 from portal.services import api_token_authenticate
@@ -60,8 +61,8 @@ class AlertListView(ObjectListView):
         Column(_("Rule"), "rule"),
         Column(_("Node"), "node"),
         Column(_("Card"), render=lambda a: a.card or ([*a.target.split("/"), ""][1] or None)),
-        Column(_("Value"), "value"),
-        Column(_("Message"), "message"),
+        Column(_("Value"), render=alert_value),
+        Column(_("Message"), render=alert_text),
         Column(_("Acknowledged"), "acknowledged_by"),
         Column(_("Actions"), render=_alert_actions),
     )
@@ -118,16 +119,9 @@ class AlertRuleListView(ObjectListView):
     columns = (
         Column(_("Name"), render=lambda r: r, order_by="name"),
         Column(_("Kind"), "kind"),
-        Column(_("Metric / event"), render=lambda r: r.metric or r.event_kind),
+        Column(_("Metric / event"), render=rule_subject),
         Column(_("Scope"), "scope"),
-        Column(
-            _("Condition"),
-            render=lambda r: (
-                ""
-                if r.kind != "threshold"
-                else f"{r.get_op_display()} {r.threshold:g}{'%' if r.relative_to else ''}"
-            ),
-        ),
+        Column(_("Condition"), render=rule_condition),
         Column(_("For (s)"), "duration_s"),
         Column(_("Severity"), "severity"),
         Column(_("Enabled"), "enabled"),

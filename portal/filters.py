@@ -16,6 +16,23 @@ from portal.models import AuditEntry
 _DATE = forms.DateInput(attrs={"type": "date"})
 
 
+class AnyYesNo(forms.NullBooleanSelect):
+    """A yes/no filter's select: "(any)" where Django writes "Unknown" (a filter left open reads as
+    "Connected: Unknown" otherwise)."""
+
+    def __init__(self, attrs: Any = None) -> None:
+        super().__init__(attrs)
+        self.choices = [("unknown", _("(any)")), ("true", _("Yes")), ("false", _("No"))]
+
+
+class BooleanFilter(df.BooleanFilter):
+    """The product's yes/no filter (its select offers "(any)", yes, no)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("widget", AnyYesNo)
+        super().__init__(*args, **kwargs)
+
+
 class PortalFilterSet(df.FilterSet):
     """A FilterSet whose ``labels`` name its filters in the catalogue (a model field without a
     translated verbose name would otherwise show its English attribute name, "Requested by")."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import template
+from django.conf import settings
 from django.utils.translation import gettext
 
 register = template.Library()
@@ -20,7 +21,7 @@ def rack_thermal(context: template.Context, rack_id: int) -> list[Any]:
 @register.simple_tag(takes_context=True)
 def node_live(context: template.Context, node_id: int) -> dict[str, Any]:
     from inventory.live import node_activity_context
-    from monitoring.overview import CHART_METRICS, node_latest_points, node_thermal_list
+    from monitoring.overview import chart_metrics, node_latest_points, node_thermal_list
 
     thermal = node_thermal_list(node_ids=[node_id])
     user = context.get("user")
@@ -29,7 +30,7 @@ def node_live(context: template.Context, node_id: int) -> dict[str, Any]:
         "t": thermal[0] if thermal else None,
         "points": node_latest_points(node_id),
         "cards": cards,
-        "metrics": CHART_METRICS,
+        "metrics": chart_metrics(node_id=node_id),
         "chart_labels": chart_labels(),
         **node_activity_context(node_id, user),
     }
@@ -44,6 +45,7 @@ def chart_labels() -> dict[str, Any]:
         CARD_POWER: {"title": gettext("Card power"), "unit": "W"},
         UTILISATION: {"title": gettext("Utilisation"), "unit": "%"},
         "time": gettext("Time"),
+        "time_zone": settings.TIME_ZONE,
         "no_data": gettext("No data in this time range."),
     }
 
@@ -51,12 +53,12 @@ def chart_labels() -> dict[str, Any]:
 @register.simple_tag
 def card_charts(card: Any) -> dict[str, Any]:
     """One card's telemetry charts on its own page (history from the series endpoint)."""
-    from monitoring.overview import CHART_METRICS
+    from monitoring.overview import chart_metrics
 
     return {
         "node": card.node_id,
         "card": card.pk,
         "cards": [{"id": card.pk, "label": card.slot}],
-        "metrics": CHART_METRICS,
+        "metrics": chart_metrics(node_id=card.node_id, card_id=card.pk),
         "chart_labels": chart_labels(),
     }

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from monitoring.messages import alert_text, alert_value, event_message
 from monitoring.models import ALERT_RULE_FIELDS, Alert, AlertRule, Event, PrometheusSource
 from portal.api.serializers import PortalModelSerializer
 
@@ -13,6 +14,13 @@ class AlertRuleSerializer(PortalModelSerializer):
 
 
 class AlertSerializer(PortalModelSerializer):
+    """``message`` is English and stable (for scripts); ``text`` and ``value_text`` are the same in the
+    request's language with units; ``params`` holds the parts they are made of."""
+
+    metric = serializers.CharField(source="rule.metric", read_only=True, help_text="Empty for event rules.")
+    text = serializers.SerializerMethodField(help_text="The message in the request's language.")
+    value_text = serializers.SerializerMethodField(help_text="The value with its unit; '—' for event alerts.")
+
     class Meta:
         model = Alert
         fields = [
@@ -28,8 +36,12 @@ class AlertSerializer(PortalModelSerializer):
             "started_at",
             "last_seen_at",
             "resolved_at",
+            "metric",
             "value",
+            "value_text",
             "message",
+            "text",
+            "params",
             "acknowledged_at",
             "acknowledged_by",
             "notified_at",
@@ -37,13 +49,26 @@ class AlertSerializer(PortalModelSerializer):
         ]
         read_only_fields = fields
 
+    def get_text(self, obj: Alert) -> str:
+        return alert_text(obj)
+
+    def get_value_text(self, obj: Alert) -> str:
+        return alert_value(obj)
+
 
 class EventSerializer(serializers.ModelSerializer):
+    """``message`` is what the tool printed (or Rackpilot's English for derived events); ``text`` is
+    the event for people, in the request's language."""
+
     node = serializers.CharField(source="node.hostname")
+    text = serializers.SerializerMethodField(help_text="The event in the request's language.")
 
     class Meta:
         model = Event
-        fields = ["id", "ts", "node", "card", "card_ref", "kind", "severity", "message", "data"]
+        fields = ["id", "ts", "node", "card", "card_ref", "kind", "severity", "message", "text", "data"]
+
+    def get_text(self, obj: Event) -> str:
+        return event_message(obj)
 
 
 class PrometheusSourceSerializer(PortalModelSerializer):

@@ -10,8 +10,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 
+from monitoring.models import METRIC_CHOICES
 from monitoring.parsers import FORMATS
-from monitoring.parsers.metrics import METRICS
 from monitoring.selectors import ENERGY_GROUPS
 
 
@@ -19,7 +19,7 @@ class SampleSerializer(serializers.Serializer):
     """One sample of a JSON ingest body."""
 
     node = serializers.CharField(help_text="The node's hostname.")
-    metric = serializers.ChoiceField(choices=sorted(METRICS))
+    metric = serializers.ChoiceField(choices=METRIC_CHOICES)
     value = serializers.FloatField()
     ts = serializers.DateTimeField(required=False, help_text="Default: now.")
     card = serializers.CharField(

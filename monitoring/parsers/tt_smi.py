@@ -311,12 +311,13 @@ def parse_tt_link_status(
 
 
 def heartbeat_events(previous: dict[str, float], result: ParseResult) -> list[Event]:
-    """``heartbeat_stall`` (critical) for cards whose heartbeat did not increase since ``previous``."""
+    """``heartbeat_stall`` (critical) for cards whose heartbeat stands where it was in ``previous``
+    (a counter that went back to a lower value was restarted with the card's firmware: no stall)."""
     events: list[Event] = []
     for s in result.samples:
         if s.metric != "heartbeat" or s.card is None or s.card not in previous:
             continue
-        if s.value <= previous[s.card]:
+        if s.value == previous[s.card]:  # lower: the firmware restarted (a card reset), not a stall
             events.append(
                 Event(
                     "heartbeat_stall",

@@ -23,13 +23,15 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.mail import send_mail
 from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from inventory.models import PSU, Node
+from monitoring.messages import alert_message_en, alert_text, alert_value, event_parts
 from monitoring.models import Alert, AlertRule, AlertState, Event, LatestValue
 from portal.models import AuditEntry
 from portal.services import audit_record
+from portal.templatetags.portal_format import exact
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +196,7 @@ def _clear_by_events(events: Sequence[Event]) -> set[int]:
             started_at__lte=event.ts,
         )
         for alert in firing:
-            _resolve(alert, event.ts, _("cleared: %(event)s") % {"event": event.message})
+            _resolve(alert, event.ts, {"key": "event", "event": _event_parts(event)})
             changed.add(alert.pk)
     return changed
 
@@ -296,12 +298,7 @@ def _evaluate_series(
             if idle or not holds:
                 pending = None
                 if alert is not None:
-                    note = (
-                        _("the node no longer runs a job")
-                        if idle
-                        else _("condition cleared at %(v)g") % {"v": value}
-                    )
-                    _resolve(alert, ts, note)
+                    _resolve(alert, ts, {"key": "idle"} if idle else {"key": "cleared", "value": value})
                     changed.add(alert.pk)
                     alert = None
                 continue
@@ -327,23 +324,6 @@ def _state_save(
         AlertState.objects.filter(pk=state[0]).update(pending_since=pending)
 
 
-def _message(rule: AlertRule, value: float, limit: float) -> str:
-    if rule.kind == AlertRule.Kind.STALL:
-        return _("%(metric)s stuck at %(v)g for %(d)s s") % {
-            "metric": rule.metric,
-            "v": value,
-            "d": rule.duration_s,
-        }
-    op = ">" if rule.op == AlertRule.Op.GT else "<"
-    return _("%(metric)s = %(v)g %(op)s %(limit)g for %(d)s s") % {
-        "metric": rule.metric,
-        "v": value,
-        "op": op,
-        "limit": limit,
-        "d": rule.duration_s,
-    }
-
-
 def _fire(
     rule: AlertRule,
     target: str,
@@ -354,7 +334,7 @@ def _fire(
     seen: dt.datetime,
     value: float,
     limit: float,
-    message: str | None = None,
+    event: Event | None = None,
 ) -> Alert | None:
     alert = Alert(
         rule=rule,
@@ -366,8 +346,9 @@ def _fire(
         started_at=started,
         last_seen_at=seen,
         value=value,
-        message=message or _message(rule, value, limit),
+        params={"event": _event_parts(event)} if event is not None else {"limit": limit},
     )
+    alert.message = alert_message_en(alert)
     try:
         with transaction.atomic():
             alert.save()
@@ -377,11 +358,17 @@ def _fire(
     return alert
 
 
-def _resolve(alert: Alert, when: dt.datetime, note: str) -> None:
+def _event_parts(event: Event) -> dict[str, Any]:
+    return event_parts(event.kind, event.data if isinstance(event.data, dict) else {}, event.message[:2000])
+
+
+def _resolve(alert: Alert, when: dt.datetime, how: dict[str, Any]) -> None:
+    """Resolve ``alert``; ``how`` says why (``key``: cleared, idle, quiet, by_hand, event; and its values)."""
     alert.status = Alert.Status.RESOLVED
     alert.resolved_at = when
-    alert.message = f"{alert.message} — {note}" if note else alert.message
-    alert.save(update_fields=["status", "resolved_at", "message"])
+    alert.params = {**(alert.params or {}), "resolution": how}
+    alert.message = alert_message_en(alert)
+    alert.save(update_fields=["status", "resolved_at", "params", "message"])
     transaction.on_commit(lambda: _enqueue_notify(alert.pk, "resolved"))
 
 
@@ -406,7 +393,10 @@ def _evaluate_events(events: Sequence[Event], *, now: dt.datetime) -> set[int]:
             target = alert_target(event.node_id, scope_ref, labels)
             alert = Alert.objects.filter(rule=rule, target=target, status=Alert.Status.FIRING).first()
             if alert is not None:
-                Alert.objects.filter(pk=alert.pk).update(last_seen_at=event.ts, message=event.message[:2000])
+                alert.params = {**(alert.params or {}), "event": _event_parts(event)}
+                alert.last_seen_at = event.ts
+                alert.message = alert_message_en(alert)
+                alert.save(update_fields=["last_seen_at", "params", "message"])
             else:
                 alert = _fire(
                     rule,
@@ -418,7 +408,7 @@ def _evaluate_events(events: Sequence[Event], *, now: dt.datetime) -> set[int]:
                     event.ts,
                     0.0,
                     0.0,
-                    message=event.message[:2000],
+                    event=event,
                 )
             if alert is not None:
                 changed.add(alert.pk)
@@ -436,7 +426,7 @@ def alerts_resolve_quiet(*, now: dt.datetime | None = None) -> int:
         seen = alert.last_seen_at or alert.started_at
         if (now - seen).total_seconds() >= alert.rule.duration_s:
             with transaction.atomic():
-                _resolve(alert, now, _("no new event for %(d)s s") % {"d": alert.rule.duration_s})
+                _resolve(alert, now, {"key": "quiet", "duration_s": alert.rule.duration_s})
             resolved += 1
     return resolved
 
@@ -460,7 +450,7 @@ def alert_resolve(*, alert: Alert, user: Any) -> Alert:
         raise ValidationError(_("You may not resolve alerts."))
     if alert.status == Alert.Status.RESOLVED:
         return alert
-    _resolve(alert, timezone.now(), _("resolved by %(u)s") % {"u": user.get_username()})
+    _resolve(alert, timezone.now(), {"key": "by_hand", "user": user.get_username()})
     audit_record(user=user, action=AuditEntry.Action.ACTION, instance=alert, message="alert resolved by hand")
     return alert
 
@@ -473,6 +463,11 @@ def _enqueue_notify(alert_id: int, transition: str) -> None:
 
 
 def alert_payload(alert: Alert, transition: str) -> dict[str, Any]:
+    """What a webhook receives: ``message`` in English (stable, for scripts), ``text`` in the site's
+    language, and the parts both are made of (``metric``, ``value``, ``params``)."""
+    with translation.override(settings.LANGUAGE_CODE):
+        text = alert_text(alert)
+        value = alert_value(alert)
     return {
         "alert": alert.pk,
         "transition": transition,
@@ -482,11 +477,38 @@ def alert_payload(alert: Alert, transition: str) -> dict[str, Any]:
         "node": alert.node.hostname,
         "card": alert.card.telemetry_id if alert.card else None,
         "target": alert.target,
+        "metric": alert.rule.metric or None,
         "value": alert.value,
+        "value_text": value,
         "message": alert.message,
+        "text": text,
+        "params": alert.params,
         "started_at": alert.started_at.isoformat(),
         "resolved_at": alert.resolved_at.isoformat() if alert.resolved_at else None,
     }
+
+
+def alert_email(alert: Alert, transition: str) -> tuple[str, str]:
+    """The e-mail's subject and body, in the site's language."""
+    with translation.override(settings.LANGUAGE_CODE):
+        what = _("firing") if transition == "firing" else _("resolved")
+        subject = _("[Rackpilot %(severity)s] %(what)s: %(rule)s on %(node)s") % {
+            "severity": alert.get_severity_display(),
+            "what": what,
+            "rule": alert.rule,
+            "node": alert.node.hostname,
+        }
+        lines = [
+            alert_text(alert),
+            "",
+            _("Node: %(node)s") % {"node": alert.node.hostname},
+            _("Card: %(card)s") % {"card": alert.card.slot if alert.card else "—"},
+            _("Value: %(value)s") % {"value": alert_value(alert)},
+            _("Started: %(when)s") % {"when": exact(alert.started_at)},
+        ]
+        if alert.resolved_at:
+            lines.append(_("Resolved: %(when)s") % {"when": exact(alert.resolved_at)})
+    return subject, "\n".join(lines) + "\n"
 
 
 def alert_notify(alert_id: int, transition: str) -> list[str]:
@@ -496,13 +518,12 @@ def alert_notify(alert_id: int, transition: str) -> list[str]:
     """
     alert = Alert.objects.select_related("rule", "node", "card").get(pk=alert_id)
     rule = alert.rule
-    payload = alert_payload(alert, transition)
     errors: list[str] = []
     if rule.notify_webhook:
         try:
             req = urllib.request.Request(  # noqa: S310 - admins configure the URL
                 rule.notify_webhook,
-                data=json.dumps(payload).encode(),
+                data=json.dumps(alert_payload(alert, transition)).encode(),
                 method="POST",
                 headers={"Content-Type": "application/json", "User-Agent": "Rackpilot"},
             )
@@ -512,11 +533,9 @@ def alert_notify(alert_id: int, transition: str) -> list[str]:
             errors.append(f"webhook: {exc}")
     emails = [e.strip() for e in rule.notify_emails.replace(";", ",").split(",") if e.strip()]
     if emails:
-        subject = f"[Rackpilot {alert.severity}] {transition}: {rule.name} on {alert.node.hostname}"
+        subject, body = alert_email(alert, transition)
         try:
-            send_mail(
-                subject, json.dumps(payload, indent=2), settings.PORTAL_TELEMETRY_ALERT_FROM_EMAIL, emails
-            )
+            send_mail(subject, body, settings.PORTAL_TELEMETRY_ALERT_FROM_EMAIL, emails)
         except Exception as exc:  # noqa: BLE001 - any mail failure is recorded, never raised
             errors.append(f"email: {exc}")
     if rule.drain_node and transition == "firing":

@@ -775,7 +775,36 @@ def _store_events(events: Sequence[ParsedEvent], default_host: str | None) -> li
                 data=_jsonable(e.data),
             )
         )
+    _name_link_ports(rows)
     return Event.objects.bulk_create(rows)
+
+
+LINK_EVENTS = frozenset({"link_down", "link_up", "link_retrain"})
+
+
+def _name_link_ports(rows: Sequence[Event]) -> None:
+    """A link event that names a card's Ethernet channel (tt-smi's ``port=0``) also records the port
+    the channel is wired to (``data["port_name"]``: "QSFP1", inventory.links), for its message."""
+    from inventory.links import port_keys
+    from inventory.models import Port
+    from monitoring.messages import parse_labels
+
+    wanted = []
+    for row in rows:
+        if row.kind in LINK_EVENTS and row.card_id is not None:
+            label = parse_labels(str(row.data.get("labels", ""))).get("port", row.data.get("port"))
+            if label is not None:
+                wanted.append((row, str(label).lower()))
+    if not wanted:
+        return
+    names = dict(
+        Port.objects.filter(card_id__in={row.card_id for row, _l in wanted}).values_list("pk", "name")
+    )
+    keys = port_keys(names)
+    for row, label in wanted:
+        pk = keys.get((row.node_id, row.card_id, label))
+        if pk is not None and names[pk].lower() != label:
+            row.data["port_name"] = names[pk]
 
 
 def _jsonable(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -231,6 +231,7 @@ SPECTACULAR_SETTINGS = {
         "CableKindEnum": "inventory.choices.CableKind",
         "PowerConnectorEnum": "inventory.choices.LeadKind",
         "SeverityEnum": "monitoring.models.Event.Severity",
+        "MetricEnum": "monitoring.models.METRIC_CHOICES",
         "CheckStatusEnum": "inventory.api.shapes.CheckStatus",
         "FindingSeverityEnum": "inventory.api.shapes.FindingSeverity",
         "ReadinessStatusEnum": "inventory.models.readiness.ReadinessStatus",

@@ -124,7 +124,14 @@ def audit_changes(entry: AuditEntry) -> SafeString | str:
         if more > 0
         else ""
     )
-    return format_html('{}<table class="changes">{}{}</table>', message, body, tail)
+    # folded: a page of entries reads as one line each; the fields open on a click
+    summary = entry.message or ngettext("%(n)s field", "%(n)s fields", len(keys)) % {"n": len(keys)}
+    return format_html(
+        '<details class="changes"><summary>{}</summary><table class="changes">{}{}</table></details>',
+        summary,
+        body,
+        tail,
+    )
 
 
 def _model(entry: AuditEntry) -> str:

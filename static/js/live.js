@@ -46,6 +46,30 @@
   var WINDOW_S = 3600;
   var charts = {};  // metric -> {plot, data, cards}
 
+  // One clock on every chart, as on the pages: the site's time zone, a 24 h clock, and dates the way
+  // the page's language writes them (zh-Hans "12月1日", English "1 Dec"; the legend: the pages' exact
+  // format, "2026年12月1日 14:05:00" / "2026-12-01 14:05:00"). uPlot's default is US style in all.
+  var ZH = (document.documentElement.lang || "").toLowerCase().indexOf("zh") === 0;
+  var MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
+  function dayText(d) { return ZH ? (d.getMonth() + 1) + "月" + d.getDate() + "日" : d.getDate() + " " + MONTHS[d.getMonth()]; }
+  function clockText(d, secs) { return pad(d.getHours()) + ":" + pad(d.getMinutes()) + (secs ? ":" + pad(d.getSeconds()) : ""); }
+  function exactText(d) {
+    var date = ZH ? d.getFullYear() + "年" + (d.getMonth() + 1) + "月" + d.getDate() + "日"
+                  : d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate());
+    return date + " " + clockText(d, true);
+  }
+  function timeTicks(toDate, splits, incr) {
+    var lastDay = null;
+    return splits.map(function (s) {
+      if (s == null) return null;
+      var d = toDate(s), day = d.getFullYear() + "-" + d.getMonth() + "-" + d.getDate();
+      var text = incr >= 86400 ? dayText(d) : lastDay === day ? clockText(d, incr < 60) : clockText(d, incr < 60) + "\n" + dayText(d);
+      lastDay = day;
+      return text;
+    });
+  }
+
   function initCharts(root) {
     if (typeof uPlot === "undefined") return;
     var box = root.querySelector("[data-live-charts]");
@@ -116,14 +140,25 @@
       data.push(xs.map(function (t) { return t in pts ? pts[t] : null; }));
     });
     var palette = ["#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+    var tz = labels.time_zone || "UTC";
+    var toDate = function (ts) { return uPlot.tzDate(new Date(ts * 1000), tz); };
     var opts = {
       width: Math.max(320, fig.clientWidth || 600), height: 260,
       legend: {live: true},
-      series: [{label: labels.time || "Time"}].concat(cards.map(function (c, i) {
+      tzDate: toDate,
+      // the axis spans the chosen range (as Grafana's does), not only the stretch that has points
+      // (from the data itself: uPlot pads a single point's min and max by years)
+      scales: {x: {time: true, range: function (u) {
+        var now = Date.now() / 1000, xs = u.data[0];
+        return [Math.min(xs[0], now - WINDOW_S), Math.max(xs[xs.length - 1], now)];
+      }}},
+      series: [{label: labels.time || "Time",
+                value: function (u, v) { return v == null ? "—" : exactText(toDate(v)); }}].concat(cards.map(function (c, i) {
         return {label: c.label, stroke: palette[i % palette.length], spanGaps: true,
                 value: function (u, v) { return v == null ? "—" : v.toFixed(1) + " " + unit; }};
       })),
-      axes: [{}, {size: 60, label: unit, labelSize: 18,
+      axes: [{values: function (u, splits, axisIdx, space, incr) { return timeTicks(toDate, splits, incr); }, space: 60, size: 50, label: (labels.time || "Time") + " (" + tz + ")", labelSize: 18},
+             {size: 60, label: unit, labelSize: 18,
                   values: function (u, vals) { return vals.map(function (v) { return v + " " + unit; }); }}],
     };
     charts[metric] = {plot: new uPlot(opts, data, fig), data: data, cards: cards};

@@ -176,6 +176,6 @@ def test_a_firing_link_down_alert_colours_its_link_and_a_link_up_resolves_it(fab
     _link(card_b, "QSFP1", True)
     alert.refresh_from_db()
     assert alert.status == "resolved" and alert.resolved_at is not None
-    assert alert.message.endswith("cleared: link up (port=QSFP1)")
+    assert alert.message == "Link down (port QSFP1) — cleared: Link up (port QSFP1)"
     assert fabric_links(fabric_data(fabric["fabric"])) == {port_b.pk: True}
     assert port_a.pk not in fabric_links(fabric_data(fabric["fabric"]))

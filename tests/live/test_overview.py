@@ -116,3 +116,30 @@ def test_overview_card_names_the_limit_that_binds(client: Any, admin_user: Any) 
     html = client.get("/").content.decode()
     assert "34.9 kW" in html and "of the feed limit" in html
     assert "88800" not in html
+
+
+@pytest.mark.parametrize("state", ["down", "down+drain", "idle*", "fail", "not_responding"])
+def test_a_node_slurm_marks_down_has_no_hottest_cards(state: str) -> None:
+    from monitoring.overview import cluster_overview_list, slurm_unreachable
+
+    cluster, cards = _cluster_with_cards("pod", [57.0, 56.0])
+    _ingest(
+        [
+            {"node": "pod-n1", "card": c.gpu_uuid, "metric": "temperature_c", "value": v}
+            for c, v in zip(cards, (57.0, 56.0), strict=True)
+        ]
+    )
+    assert [h.label for h in cluster_overview_list()[0].hottest] == ["pod-n1/0", "pod-n1/1"]
+
+    cards[0].node.__class__.objects.filter(pk=cards[0].node_id).update(slurm_state=state)
+
+    assert slurm_unreachable(state)
+    assert cluster_overview_list()[0].hottest == []
+    for shown in (
+        "drained",
+        "mixed",
+        "alloc",
+        "downloading",
+    ):  # ("downloading": not a state; the regex is anchored)
+        cards[0].node.__class__.objects.filter(pk=cards[0].node_id).update(slurm_state=shown)
+        assert len(cluster_overview_list()[0].hottest) == 2 and not slurm_unreachable(shown)

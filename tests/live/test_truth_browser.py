@@ -50,7 +50,8 @@ with connection.cursor() as cur:  # a fresh start: the rows of an earlier run go
                 "('django_migrations', 'django_content_type', 'auth_permission')")
     tables = [r[0] for r in cur.fetchall()]
     cur.execute("TRUNCATE " + ", ".join('"%s"' % t for t in tables) + " RESTART IDENTITY CASCADE")
-from inventory.models import Fabric, Port, Rack, Site
+from inventory.links import P150_QSFP_CHANNELS
+from inventory.models import Fabric, Port, PortTemplate, Rack, Site
 from inventory.topology.services import MemberInput, fabric_save
 from jobs.models import ClusterAccount, Job
 from jobs.sync import cluster_sync
@@ -69,7 +70,10 @@ for i, node in enumerate(nodes):
     node.save()
 assert cluster_sync(cluster).ok
 build = Builder()
-model = build.card_model(ports=2)
+model = build.card_model(ports=3)
+for template in PortTemplate.objects.filter(card_model=model):  # tt-smi's channels, as a p150 wires them
+    template.eth_channels = list(P150_QSFP_CHANNELS[template.name])
+    template.save()
 rig = build.node(hostname="rig01", cluster=cluster)
 cards = [build.card(node=rig, card_model=model, slot=str(s), pci_bus_id=f"0000:0{s + 1}:00.0",
                     gpu_uuid=f"GPU-e2e0000{s}-0000-0000-0000-00000000000{s}") for s in (0, 1)]
@@ -77,6 +81,7 @@ fabric = fabric_save(Fabric(name="rig-mesh", template="bh-1x2"), user=None,
                      members=[MemberInput(card=c) for c in cards])
 a, b = (Port.objects.get(card=c, name="QSFP1") for c in cards)
 cable = build.cable(a, b, label="rig-qsfp1")
+cable3 = build.cable(*(Port.objects.get(card=c, name="QSFP3") for c in cards), label="rig-qsfp3")
 spare = Port.objects.get(card=cards[1], name="QSFP2")
 sessions = {}
 for role in ("admin", "researcher"):
@@ -93,15 +98,26 @@ admin = User.objects.get(username="e2e-admin")
 job = Job.objects.create(cluster=cluster, job_id=424242, name="e2e-finishing", user="bob", owner=admin,
                          state="PENDING", partition="debug")
 print(json.dumps({"sessions": sessions, "node": nodes[0].pk, "slurm": nodes[0].slurm_name, "rig": rig.pk,
-                  "cards": [c.pk for c in cards], "fabric": fabric.pk, "cable": cable.pk, "a": a.pk,
+                  "cards": [c.pk for c in cards], "fabric": fabric.pk, "cable": cable.pk, "cable3": cable3.pk, "a": a.pk,
                   "spare": spare.pk, "rig_card0": cards[0].pk, "job": job.pk}))
 """
 
 LINK = """
 import sys, django; django.setup()
 from monitoring.services import telemetry_ingest_samples
+port = sys.argv[3] if len(sys.argv) > 3 else "QSFP1"  # a port's name, or a tt-smi channel number
 telemetry_ingest_samples([{"node": "rig01", "card": sys.argv[1], "metric": "link_up", "value": float(sys.argv[2]),
-                           "labels": {"port": "QSFP1"}}])
+                           "labels": {"port": port}}])
+"""
+
+TEMPS = """
+import sys, datetime as dt, django; django.setup()
+from django.utils import timezone
+from monitoring.services import telemetry_ingest_samples, telemetry_rollup
+now = timezone.now()
+telemetry_ingest_samples([{"node": "rig01", "card": sys.argv[1], "metric": "temperature_c", "value": 60.5 + i,
+                           "ts": (now - dt.timedelta(minutes=10 - i)).isoformat()} for i in range(10)])
+telemetry_rollup(start=now - dt.timedelta(minutes=15))  # the 1 h range reads 1-minute buckets, 7 d hourly ones
 """
 
 SYNC = """
@@ -114,7 +130,7 @@ assert cluster_sync(Cluster.objects.get(name="e2e-lab")).ok
 ALERTS = """
 import json, django; django.setup()
 from monitoring.models import Alert
-print(json.dumps([[a.rule.name, a.status, a.target] for a in Alert.objects.select_related("rule").order_by("pk")]))
+print(json.dumps([[a.rule.name, a.status, a.message] for a in Alert.objects.select_related("rule").order_by("pk")]))
 """
 
 
@@ -169,13 +185,14 @@ def stack() -> Iterator[Stack]:
 
 
 class Watched:
-    """A page with its console errors and failed responses recorded."""
+    """A page with its console errors, uncaught exceptions and failed responses recorded."""
 
     def __init__(self, page: Any) -> None:
         self.page = page
         self.console: list[str] = []
         self.bad: list[str] = []
         page.on("console", lambda m: self.console.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.console.append(f"uncaught: {e}"))
         page.on("response", lambda r: self.bad.append(f"{r.status} {r.url}") if r.status == 404 else None)
 
 
@@ -396,20 +413,78 @@ def test_a_rig_link_down_turns_red_and_green_again_and_its_alert_resolves(browse
     page = w.page
     page.goto(stack.url(f"/inventory/fabrics/{f['fabric']}/"))
     page.wait_for_selector('#live-status[data-seq="snapshot"]', timeout=15000)
-    line = f'line[data-cable="{f["cable"]}"]'
-    assert "link-up" in (page.get_attribute(line, "class") or "")
+    line, line3 = (f'line[data-cable="{f[c]}"]' for c in ("cable", "cable3"))
+
+    def state(selector: str) -> list[str]:
+        return (page.get_attribute(selector, "class") or "").split()
+
+    assert "link-up" in state(line)
     page.evaluate("window.__marker = 'same page'")
 
     stack.python(LINK, uuid_b, "0")
-    _until(lambda: "link-down" in (page.get_attribute(line, "class") or "").split())
+    _until(lambda: "link-down" in state(line))
     alerts = json.loads(stack.python(ALERTS))
-    assert [(name, status) for name, status, _t in alerts] == [("Link down", "firing")]
+    assert [(name, status) for name, status, _m in alerts] == [("Link down", "firing")]
     _shot(page, "fabric-link-down")
 
     stack.python(LINK, uuid_b, "1")
-    _until(lambda: "link-up" in (page.get_attribute(line, "class") or "").split())
-    assert [(name, status) for name, status, _t in json.loads(stack.python(ALERTS))] == [
+    _until(lambda: "link-up" in state(line))
+    assert [(name, status) for name, status, _m in json.loads(stack.python(ALERTS))] == [
         ("Link down", "resolved")
     ]
+
+    # tt-smi names Ethernet channels, not cages: channel 5 of card B is its QSFP3's second channel,
+    # so the QSFP3 cable turns red while QSFP1's stays green, and the alert names the cage
+    stack.python(LINK, uuid_a, "1", "4")
+    stack.python(LINK, uuid_b, "1", "5")
+    _until(lambda: "link-up" in state(line3))
+    stack.python(LINK, uuid_b, "0", "5")
+    _until(lambda: "link-down" in state(line3))
+    assert "link-up" in state(line)
+    assert json.loads(stack.python(ALERTS))[-1] == [
+        "Link down",
+        "firing",
+        "Link down (port QSFP3, channel 5)",
+    ]
+    _shot(page, "fabric-channel-down")
+    stack.python(LINK, uuid_b, "1", "5")
+    _until(lambda: "link-up" in state(line3))
     assert page.evaluate("window.__marker") == "same page"
     assert w.console == [], w.console
+
+
+def test_charts_keep_one_clock_per_language_and_the_range_picker_asks_for_its_step(
+    browser: Any, stack: Stack
+) -> None:
+    f = stack.facts
+    stack.python(TEMPS, "GPU-e2e00000-0000-0000-0000-000000000000")
+    exact = {
+        "en": r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}",
+        "zh-hans": r"\d{4}年\d{1,2}月\d{1,2}日 \d{2}:\d{2}:\d{2}",
+    }
+    for language, when in exact.items():
+        w = _page(browser, stack, "admin", language)
+        page = w.page
+        asked: list[str] = []
+        page.on(
+            "request",
+            lambda r, asked=asked: asked.append(r.url) if "/api/monitoring/series/" in r.url else None,
+        )
+        page.goto(stack.url(f"/inventory/cards/{f['rig_card0']}/"))
+        chart = "figure.chart[data-metric=temperature_c]"
+        over = page.wait_for_selector(f"{chart} .u-over", timeout=15000)
+        box = over.bounding_box()
+        over.hover(position={"x": box["width"] * 0.95, "y": box["height"] / 2})  # the newest points
+        _until(lambda: "°C" in _text(page, f"{chart} .u-legend"))
+        legend = _text(page, f"{chart} .u-legend")
+        # the pages' exact format of the language, a 24 h clock, the unit on the value
+        assert re.search(when, legend), legend
+        assert not re.search(r"AM|PM|上午|下午", legend), legend
+        assert re.search(r"6\d\.\d °C", legend), legend
+        assert "/" not in legend  # no US-style date
+        page.click("button[data-range='7d']")
+        _until(lambda: any("step=3600" in u and "from=now-604800s" in u for u in asked))
+        assert page.get_attribute("button[data-range='7d']", "aria-pressed") == "true"
+        _until(lambda: page.query_selector(f"{chart} .u-over") is not None)
+        _shot(page, f"card-charts-{language}")
+        assert w.console == [], w.console

@@ -105,7 +105,8 @@ def test_power_near_psu_limit_uses_the_nodes_psu_capacity(inv: Any) -> None:
     _push("gpu01", "node_power_w", 960, 190, card="")
     alert = Alert.objects.get()
     assert alert.rule.name == "Node power near PSU limit"
-    assert alert.message == "node_power_w = 960 > 900 for 60 s"
+    assert alert.message == "Node power 960 W above 900 W (90 % of the PSU capacity) for 1 min"
+    assert alert.params == {"limit": 900.0}
 
 
 def test_heartbeat_stall_fires_when_the_counter_stops(inv: Any) -> None:
@@ -211,7 +212,13 @@ def test_firing_notifies_webhook_and_email(
     assert _Hook.received[-1]["rule"] == "Xid error"
     assert _Hook.received[-1]["card"] is None  # the card is not in the inventory
     assert mail.outbox[0].to == ["ops@example.org"]
-    assert mail.outbox[0].subject == "[Rackpilot critical] firing: Xid error on gpu01"
+    assert _Hook.received[-1]["message"] == "Xid 79: GPU has fallen off the bus"
+    assert _Hook.received[-1]["text"] == "Xid 79: GPU has fallen off the bus"
+    assert _Hook.received[-1]["params"]["event"]["kind"] == "xid"
+    assert mail.outbox[0].subject == "[Rackpilot Critical] firing: Xid error on gpu01"
+    assert mail.outbox[0].body.startswith(
+        "Xid 79: GPU has fallen off the bus\n\nNode: gpu01\nCard: —\nValue: —\nStarted: "
+    )
     alert.refresh_from_db()
     assert alert.notified_at is not None
     assert alert.notify_error == ""
@@ -243,7 +250,7 @@ def test_alert_pages_list_and_acknowledge(
     names = list(AlertRule.objects.order_by("name").values_list("name", flat=True))
     assert rules.startswith(f"Alert rules {len(names)} results Name Kind Metric / event Scope Condition")
     assert [rules.find(f" {n} ") > 0 for n in names] == [True] * len(names)
-    assert "GPU temperature above 85 °C Threshold temperature_c Each card > 85 60 Critical ✓" in rules
+    assert "GPU temperature above 85 °C Threshold Temperature Each card > 85 °C 60 Critical ✓" in rules
 
 
 def test_a_rule_may_drain_the_node_through_the_cluster_layer(

@@ -146,6 +146,8 @@ def test_heartbeat_stall_events():
     assert heartbeat_events({}, r) == []
     events = heartbeat_events({"0000:01:00.0": 5000, "0000:02:00.0": 5122}, r)
     assert [(e.kind, e.card, e.severity) for e in events] == [("heartbeat_stall", "0000:02:00.0", "critical")]
+    # a heartbeat lower than before is a firmware restart (card reset, a restarted demo), not a stall
+    assert heartbeat_events({"0000:01:00.0": 9000}, r) == []
 
 
 def test_link_status_lines():

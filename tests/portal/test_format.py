@@ -111,3 +111,12 @@ def test_pairs_reads_a_mapping_without_its_repr():
     value = {"oversubscription": 1, "host_links": {"gpu01": 8, "gpu02": 8}, "rails": [1, 2], "spare": None}
     assert pairs(value) == "Oversubscription: 1 · Host links: gpu01 8, gpu02 8 · Rails: 1, 2 · Spare: —"
     assert pairs({}) == "—" and pairs(None) == "—"
+
+
+def test_a_yes_no_filter_left_open_reads_any_not_unknown(db: Any) -> None:
+    from inventory.filters import PortFilterSet
+
+    html = str(PortFilterSet({}).form["connected"])
+    assert '<option value="unknown" selected>(any)</option>' in html and "Unknown" not in html
+    bound = PortFilterSet({"connected": "true"}).form
+    assert bound.is_valid() and bound.cleaned_data["connected"] is True
