@@ -94,6 +94,11 @@ def card_models() -> dict[str, CardModel]:
         cooling=Cooling.ACTIVE,
         min_airflow=Airflow.LIMITED,
         power_connector=LeadKind.HPWR_12V,
+        temperature_limit_c=95,
+        link_gbps_expected=380,
+        packaged_system="Tenstorrent QuietBox",
+        packaged_system_price=Decimal("12000"),
+        packaged_system_cards=4,
     )
     p150b = _upsert(
         CardModel,
@@ -107,6 +112,8 @@ def card_models() -> dict[str, CardModel]:
         cooling=Cooling.PASSIVE,
         min_airflow=Airflow.HIGH,
         power_connector=LeadKind.HPWR_12V,
+        temperature_limit_c=95,
+        link_gbps_expected=380,
     )
     h100 = _upsert(
         CardModel,
@@ -121,6 +128,10 @@ def card_models() -> dict[str, CardModel]:
         cooling=Cooling.PASSIVE,
         min_airflow=Airflow.HIGH,
         power_connector="",
+        temperature_limit_c=87,
+        packaged_system="NVIDIA DGX H100",
+        packaged_system_price=Decimal("300000"),
+        packaged_system_cards=8,
     )
     gb10 = _upsert(
         CardModel,
@@ -134,6 +145,7 @@ def card_models() -> dict[str, CardModel]:
         cooling=Cooling.ACTIVE,
         min_airflow=Airflow.STANDARD,
         power_connector=LeadKind.DC_BARREL,
+        temperature_limit_c=85,
     )
     for model in (p150a, p150b):
         for i in range(1, 5):

@@ -26,6 +26,7 @@ from inventory.models import (
 )
 from inventory.readiness import node_readiness
 from inventory.services import cable_connect, cable_update, card_save
+from inventory.views_lifecycle import card_lifecycle_context
 from inventory.views_topology import readiness_badge
 from portal.roles import INFRASTRUCTURE_PERM
 from portal.templatetags.portal_format import ago, decimal_plain, money, number, percent, watts
@@ -247,7 +248,8 @@ class CardListView(ObjectListView):
     columns = [
         Column(_("Card"), render=lambda c: c, link=True),
         Column(_("Model"), "card_model"),
-        Column(_("Status"), "status"),
+        Column(_("Lifecycle"), "status"),
+        Column(_("Owner"), "owner"),
         Column(_("Serial"), "serial", order_by="serial"),
         Column(_("PCI bus id"), "pci_bus_id", order_by="pci_bus_id"),
         Column(_("GPU UUID"), "gpu_uuid"),
@@ -262,8 +264,10 @@ class CardView(ObjectDetailView):
         Column(_("Node"), "node"),
         Column(_("Model"), "card_model"),
         Column(_("Slot"), "slot"),
-        Column(_("Status"), "status"),
+        Column(_("Lifecycle"), "status"),
+        Column(_("Owner"), "owner"),
         Column(_("Serial"), "serial"),
+        Column(_("Purchase cost"), "cost", fmt=money),
         Column(_("PCI bus id"), "pci_bus_id"),
         Column(_("GPU UUID"), "gpu_uuid"),
         Column(_("Firmware"), "firmware_version"),
@@ -274,6 +278,7 @@ class CardView(ObjectDetailView):
         return {
             "ports": selectors.port_list().filter(card=obj),
             "leads": selectors.power_lead_list().filter(card=obj),
+            **card_lifecycle_context(obj, self.request.user),
         }
 
 
@@ -407,7 +412,7 @@ class CardEditView(ObjectEditView):
     form_class = f.CardForm
 
     def save(self, form: forms.ModelForm[Any]) -> models.Model:
-        return card_save(form.instance, user=self.request.user)
+        return card_save(form.instance, user=self.request.user, reason=form.cleaned_data.get("reason", ""))
 
 
 class CableEditView(ObjectEditView):

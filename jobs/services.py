@@ -8,7 +8,7 @@ researchers only cancel their own jobs, jobs run as the requester's own cluster 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -280,10 +280,12 @@ def _validate_against_partitions(cluster: Cluster, spec: JobSpec) -> str | None:
 
 @transaction.atomic
 def job_submit_check(
-    *, user: Any, cluster: Cluster, name: str, script: str, **spec_fields: Any
+    *, user: Any, cluster: Cluster, name: str, script: str, nodelist: Sequence[str] = (), **spec_fields: Any
 ) -> tuple[ClusterAccount, dict[str, Any]]:
     """Every check a submission passes before anything is written (the form's inline validation runs
-    exactly this): returns the user's cluster account and the action's parameters."""
+    exactly this): returns the user's cluster account and the action's parameters.
+
+    ``nodelist`` pins the job to those nodes (a burn-in; not offered to researchers' submissions)."""
     if not user.has_perm(SUBMIT_JOB):
         raise PermissionDenied(_("You may not submit jobs."))
     unknown = sorted(set(spec_fields) - set(SPEC_FIELDS))
@@ -306,6 +308,8 @@ def job_submit_check(
     _check(v.validate_job_name, name, "name")
     if not isinstance(script, str) or not script.startswith("#!"):
         raise ValidationError({"script": [_("A batch script must start with #! and an interpreter.")]})
+    if nodelist:
+        fields["nodelist"] = tuple(nodelist)
     try:
         spec = JobSpec(name=name, script=script, tag="validation", **fields)
         v.validate_job_spec(spec)
@@ -319,13 +323,21 @@ def job_submit_check(
         "cluster_user": account.username,
         "name": name,
         "script": script,
-        "spec": {**fields, "environment": dict(fields.get("environment") or {})},
+        "spec": {
+            **fields,
+            "environment": dict(fields.get("environment") or {}),
+            **({"nodelist": list(nodelist)} if nodelist else {}),
+        },
     }
 
 
-def job_submit(*, user: Any, cluster: Cluster, name: str, script: str, **spec_fields: Any) -> Action:
+def job_submit(
+    *, user: Any, cluster: Cluster, name: str, script: str, nodelist: Sequence[str] = (), **spec_fields: Any
+) -> Action:
     """Validate a job for ``cluster`` and record a submit action run as the user's cluster account."""
-    account, params = job_submit_check(user=user, cluster=cluster, name=name, script=script, **spec_fields)
+    account, params = job_submit_check(
+        user=user, cluster=cluster, name=name, script=script, nodelist=nodelist, **spec_fields
+    )
     action = Action(kind=ActionKind.SUBMIT, cluster=cluster, params=params, requested_by=user)
     return _create_action(
         action,
@@ -378,7 +390,10 @@ def _perform(action: Action, backend: ClusterBackend) -> str:
 
 def _perform_submit(action: Action, backend: ClusterBackend) -> str:
     p = action.params
-    spec = JobSpec(name=p["name"], script=p["script"], tag=str(action.pk), **p.get("spec", {}))
+    fields = dict(p.get("spec", {}))
+    if "nodelist" in fields:
+        fields["nodelist"] = tuple(fields["nodelist"])
+    spec = JobSpec(name=p["name"], script=p["script"], tag=str(action.pk), **fields)
     job_id = backend.submit_job(spec, as_user=p["cluster_user"])  # finds the job a first try created
     job, created = Job.objects.get_or_create(
         cluster_id=action.cluster_id, job_id=job_id,

@@ -438,7 +438,12 @@ class SimulatedCluster:
             if job.state != "PENDING":
                 continue
             part = self._partitions[job.partition]
-            members = [n for n in self._nodes.values() if job.partition in n.spec.partitions]
+            members = [
+                n
+                for n in self._nodes.values()
+                if job.partition in n.spec.partitions
+                and (not job.spec.nodelist or n.spec.name in job.spec.nodelist)
+            ]
             if job.spec.nodes > len(members):
                 job.reason = "PartitionNodeLimit"
                 continue
@@ -752,6 +757,12 @@ class SimulatedCluster:
                 msg = "Invalid partition name specified"
                 raise TerminalError(f"sbatch: {msg}", slurm_message=msg)
             members = [n for n in self._nodes.values() if partition in n.spec.partitions]
+            unknown = sorted(set(spec.nodelist) - {n.spec.name for n in members})
+            if unknown:
+                msg = "Invalid node name specified"
+                raise TerminalError(f"sbatch: {msg}", slurm_message=msg)
+            if spec.nodelist:
+                members = [n for n in members if n.spec.name in spec.nodelist]
             if spec.gpus and not any(
                 n.spec.gpus >= spec.gpus and (spec.gpu_type in (None, n.spec.gpu_type)) for n in members
             ):

@@ -178,6 +178,8 @@ class JobSpec:
     work_dir: str | None = None
     output: str | None = None
     environment: Mapping[str, str] = field(default_factory=dict)
+    #: run only on these nodes (``--nodelist``): a burn-in holds the cards of one node
+    nodelist: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

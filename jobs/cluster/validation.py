@@ -134,6 +134,10 @@ def validate_job_spec(spec: JobSpec) -> JobSpec:
         validate_path(spec.work_dir, absolute=True)
     if spec.output is not None:
         validate_path(spec.output)
+    if not isinstance(spec.nodelist, tuple) or len(spec.nodelist) > spec.nodes:
+        raise ValidationError(f"invalid node list (at most one name per node): {spec.nodelist!r}")
+    for name in spec.nodelist:
+        validate_node_name(name)
     for k, v in spec.environment.items():
         validate_env_name(k)
         validate_env_value(v)

@@ -116,7 +116,7 @@ def job_energy_estimate(job: Any, *, now: dt.datetime | None = None) -> dict[str
             host_source = "base_load"
         card_j += node_card_j * share
         host_j += host_node_j * share
-        purchase = node.purchase_cost + sum((c.card_model.list_price for c in cards), Decimal("0"))
+        purchase = node.purchase_cost + sum((c.cost for c in cards), Decimal("0"))
         node_hw = purchase / months / Decimal(str(HOURS_PER_MONTH)) * Decimal(str(hours * share))
         hardware += node_hw
         per_node.append(

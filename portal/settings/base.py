@@ -279,6 +279,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "schedule": float(env_int("PORTAL_ACTION_LEASE_CHECK_S", 10)),
         "options": {"queue": "polls", "expires": env_int("PORTAL_ACTION_LEASE_CHECK_S", 10)},
     },
+    # burn-in runs follow their Slurm job and hold the cards' telemetry against their criteria
+    "jobs-burnin-advance": {
+        "task": "jobs.tasks.burnin_advance_all_task",
+        "schedule": float(env_int("PORTAL_BURNIN_CHECK_S", 30)),
+        "options": {"queue": "polls", "expires": env_int("PORTAL_BURNIN_CHECK_S", 30)},
+    },
 }
 CELERY_BEAT_SCHEDULE.update(
     {
