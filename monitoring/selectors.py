@@ -324,12 +324,13 @@ def card_energy_kwh(card_ids: Iterable[int], *, now: dt.datetime | None = None) 
     """card id -> energy drawn since its telemetry began, in kWh, from the hourly power rollups (and the
     1-minute ones for the hour not yet rolled up)."""
     now = now or timezone.now()
-    ids = list(
-        Series.objects.filter(card_id__in=list(card_ids), metric="power_w", labels="").values_list(
-            "id", "card_id"
-        )
+    ids = Series.objects.filter(card_id__in=list(card_ids), metric="power_w").order_by(
+        "card_id", "labels", "id"
     )
-    by_series = dict(ids)
+    by_series: dict[int, int] = {}
+    for sid, card_id in ids.values_list("id", "card_id"):  # one power series per card (the first)
+        if card_id not in by_series.values():
+            by_series[sid] = card_id
     out = dict.fromkeys(by_series.values(), 0.0)
     if not by_series:
         return out

@@ -146,7 +146,9 @@ def evidence_charts(result: BurnInResult) -> list[dict[str, Any]]:
             found = series_query(metric=metric, start=start, end=end, step=step, card=str(result.card_id))
         except SeriesQueryError:
             continue
-        points: list[list[float]] = next((s["points"] for s in found.series if not s["labels"]), [])
+        # a card's one series of the metric (tt-smi labels it with the board type)
+        series = sorted(found.series, key=lambda s: (s["labels"] != "", s["id"]))
+        points: list[list[float]] = series[0]["points"] if series else []
         if not points:
             continue
         x = by_key.get(key, {})

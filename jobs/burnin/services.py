@@ -23,6 +23,7 @@ from inventory.choices import CARD_SCHEDULABLE, CardStatus
 from inventory.lifecycle import card_transition
 from inventory.models import Card, CardModel, Node
 from jobs.burnin import criteria as c
+from jobs.burnin.selectors import LABELS
 from jobs.models import (
     ActionStatus,
     BurnInResult,
@@ -183,8 +184,31 @@ def card_spec(card: Card) -> c.Spec:
         power_variation_max_pct=float(m.burnin_power_variation_max_pct),
         throttle_max_pct=float(m.burnin_throttle_max_pct),
         has_heartbeat=m.vendor == "Tenstorrent",
-        has_links=any(hasattr(port, "termination") for port in card.ports.all()),
+        has_links=bool(cabled_link_labels(card)),
     )
+
+
+def cabled_link_labels(card: Card) -> set[str]:
+    """The ``port`` label values of the card's cabled ports: the port's name (as the fabric drawing
+    matches them), and for a QSFP-DD port ``QSFPn`` of a Tenstorrent card also ``n - 1``, the Ethernet
+    core tt-smi's ETH_LIVE_STATUS reports it as (the parser's and the demo's assumption: the bit layout is
+    firmware dependent)."""
+    labels: set[str] = set()
+    for port in card.ports.all():
+        if not hasattr(port, "termination"):
+            continue
+        labels.add(port.name.lower())
+        if (
+            card.card_model.vendor == "Tenstorrent"
+            and port.name.upper().startswith("QSFP")
+            and port.name[4:].isdigit()
+        ):
+            labels.add(str(int(port.name[4:]) - 1))
+    return labels
+
+
+def _port_of(labels: str) -> str:
+    return dict(kv.partition("=")[::2] for kv in labels.split(",") if kv).get("port", "").lower()
 
 
 def _first(by_labels: dict[str, list[c.Point]] | None) -> list[c.Point]:
@@ -193,8 +217,10 @@ def _first(by_labels: dict[str, list[c.Point]] | None) -> list[c.Point]:
     return by_labels.get("", next(iter(by_labels.values())))
 
 
-def card_telemetry(raw: dict[str, dict[str, list[c.Point]]], events: list[tuple[Any, str]]) -> c.Telemetry:
-    """What the selectors read, shaped for the criteria."""
+def card_telemetry(
+    raw: dict[str, dict[str, list[c.Point]]], events: list[tuple[Any, str]], links: set[str]
+) -> c.Telemetry:
+    """What the selectors read, shaped for the criteria (links: only the cabled ports' series)."""
     return c.Telemetry(
         power=_first(raw.get("power_w")),
         temperature=_first(raw.get("temperature_c")),
@@ -206,7 +232,7 @@ def card_telemetry(raw: dict[str, dict[str, list[c.Point]]], events: list[tuple[
         heartbeat=_first(raw.get("heartbeat")),
         ecc_corrected=[p for points in raw.get("ecc_corrected_total", {}).values() for p in points],
         ecc_uncorrected=[p for points in raw.get("ecc_uncorrected_total", {}).values() for p in points],
-        link_up=raw.get("link_up", {}),
+        link_up={k: v for k, v in raw.get("link_up", {}).items() if _port_of(k) in links},
         events=events,
     )
 
@@ -224,7 +250,9 @@ def _evaluate(run: BurnInRun, start: Any, end: Any, *, job: Job | None = None) -
     for result in results:
         found = c.evaluate(
             card_spec(result.card),
-            card_telemetry(raw.get(result.card_id, {}), events.get(result.card_id, [])),
+            card_telemetry(
+                raw.get(result.card_id, {}), events.get(result.card_id, []), cabled_link_labels(result.card)
+            ),
             start=start,
             end=end,
             job_state=job.state if job is not None else None,
@@ -264,7 +292,7 @@ def _finish(run: BurnInRun, job: Job) -> BurnInRun:
         if result.verdict == BurnInVerdict.PASS:
             to, why = CardStatus.ACCEPTED, _("Burn-in #%(id)s passed") % {"id": run.pk}
         else:
-            keys = ", ".join(failed_keys(result.criteria))
+            keys = ", ".join(str(LABELS[key]) for key in failed_keys(result.criteria))
             to, why = (
                 CardStatus.REJECTED,
                 _("Burn-in #%(id)s failed: %(keys)s") % {"id": run.pk, "keys": keys},
@@ -283,7 +311,12 @@ def _finish(run: BurnInRun, job: Job) -> BurnInRun:
 def burnin_advance(run_id: int) -> BurnInRun | None:
     """Move one run on from what its submit action and Slurm job say: running (interim figures), then
     a verdict per card when the job has ended. Harmless to call again (a finished run is left alone)."""
-    run = BurnInRun.objects.select_for_update().select_related("action", "job").filter(pk=run_id).first()
+    run = (
+        BurnInRun.objects.select_for_update(of=("self",))
+        .select_related("action", "job")
+        .filter(pk=run_id)
+        .first()
+    )
     if run is None or not run.is_active:
         return run
     action = run.action

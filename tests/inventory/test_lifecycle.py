@@ -45,7 +45,9 @@ def test_the_lifecycle_reaches_service_only_through_burn_in_and_acceptance() -> 
     assert CARD_TRANSITIONS[CardStatus.RETIRED] == frozenset()
 
 
-def test_transition_needs_a_reason_and_the_permission(build: Any, researcher_user: Any, admin_user: Any) -> None:
+def test_transition_needs_a_reason_and_the_permission(
+    build: Any, researcher_user: Any, admin_user: Any
+) -> None:
     card = build.card(status=CardStatus.RECEIVED)
     with pytest.raises(ValidationError) as exc:
         card_transition(card, to_status=CardStatus.BURN_IN, user=admin_user, reason="  ")
@@ -63,7 +65,9 @@ def test_history_keeps_who_when_where_and_why(build: Any, operator_user: Any) ->
     card.node, card.owner = second, "training team"
     card_save(card, user=operator_user, reason="moved to the rig after burn-in")
     events = list(card_event_list(card))
-    assert [(e.from_status, e.to_status, e.from_node, e.to_node, e.from_owner, e.to_owner) for e in events] == [
+    assert [
+        (e.from_status, e.to_status, e.from_node, e.to_node, e.from_owner, e.to_owner) for e in events
+    ] == [
         ("", CardStatus.BURN_IN, "bench01", "rig07", "ebay lot 7", "training team"),
         (CardStatus.RECEIVED, CardStatus.BURN_IN, "bench01", "bench01", "ebay lot 7", "ebay lot 7"),
         ("", CardStatus.RECEIVED, "", "bench01", "", "ebay lot 7"),
@@ -111,10 +115,14 @@ def test_rejected_card_fails_readiness_and_leaves_the_simulated_gres(build: Any,
     assert [(n.name, n.gpus) for n in simulator_nodes(cluster)] == [("rig9", 1)]
 
 
-def test_api_transition_history_and_refusals(build: Any, api_as: Any, admin_user: Any, researcher_user: Any) -> None:
+def test_api_transition_history_and_refusals(
+    build: Any, api_as: Any, admin_user: Any, researcher_user: Any
+) -> None:
     card = build.card(status=CardStatus.RECEIVED, serial="API-1")
     url = f"/api/inventory/cards/{card.pk}/"
-    denied = api_as(researcher_user).post(f"{url}transition/", {"to_status": "burn_in", "reason": "x"}, format="json")
+    denied = api_as(researcher_user).post(
+        f"{url}transition/", {"to_status": "burn_in", "reason": "x"}, format="json"
+    )
     assert denied.status_code == 403
     admin = api_as(admin_user)
     bad = admin.post(f"{url}transition/", {"to_status": "in_service", "reason": "skip it"}, format="json")
