@@ -14,7 +14,17 @@ from typing import Any
 
 from django.db import transaction
 
-from inventory.choices import Airflow, BMCKind, CableKind, Cooling, LeadKind, NodeRole, Phase, PortKind
+from inventory.choices import (
+    Airflow,
+    BMCKind,
+    CableKind,
+    CardStatus,
+    Cooling,
+    LeadKind,
+    NodeRole,
+    Phase,
+    PortKind,
+)
 from inventory.models import (
     PSU,
     Cable,
@@ -59,7 +69,16 @@ def _upsert(model_cls: type[Any], lookup: dict[str, Any], /, **defaults: Any) ->
 
 
 def _card(node: Node, model: CardModel, slot: str, **fields: Any) -> Card:
-    card = _upsert(Card, {"node": node, "slot": slot}, card_model=model, **fields)
+    from inventory.lifecycle import card_event_record
+
+    # the lifecycle state is the seed's only on creation: a later seed leaves a burnt-in card accepted
+    status = fields.pop("status", CardStatus.IN_SERVICE)
+    values = {"card_model": model, **fields}
+    card, created = Card.objects.update_or_create(
+        node=node, slot=slot, defaults=values, create_defaults={**values, "status": status}
+    )
+    if created:  # the card's history starts when it joins the inventory
+        card_event_record(card, user=None)
     for t in model.port_templates.all():
         Port.objects.get_or_create(
             card=card, name=t.name, defaults={"node": node, "kind": t.kind, "speed_gbps": t.speed_gbps}
@@ -614,8 +633,71 @@ def seed_pod_fabric(cluster: Cluster) -> Fabric:
     )
 
 
+#: the second-hand card whose 8-pin lead sags under load: the demo's burn-in rejects it
+BENCH_BAD_LEAD_SERIAL = "BH150A-2E0112"
+
+
+def seed_bench(models: dict[str, CardModel], chassis: dict[str, ChassisModel]) -> Cluster:
+    """A burn-in bench: two second-hand p150a cards, just received, in a Dell R720 on the workshop frame."""
+    site = Site.objects.get(name="Workshop")
+    rack = Rack.objects.get(site=site, name="open-frame-1")
+    cluster = _upsert(
+        Cluster,
+        {"name": "bench"},
+        site=site,
+        backend=Cluster.Backend.SIMULATOR,
+        description="Burn-in bench: second-hand cards run a stress test here before they join a cluster",
+    )
+    bench = _upsert(
+        Node,
+        {"hostname": "bench01"},
+        cluster=cluster,
+        role=NodeRole.COMPUTE,
+        chassis=chassis["r720"],
+        rack=rack,
+        position=9,
+        u_height=2,
+        slurm_name="bench01",
+        purchase_cost=Decimal("250"),
+        notes="Second-hand R720 used as the burn-in host",
+    )
+    psu = _upsert(
+        PSU,
+        {"node": bench, "name": "PSU1"},
+        feed=PowerFeed.objects.get(site=site, name="workshop-c1"),
+        capacity_w=1100,
+        efficiency_pct=92,
+        model="Dell 1100 W",
+    )
+    for i, (letter, serial) in enumerate((("A", "BH150A-2E0107"), ("B", BENCH_BAD_LEAD_SERIAL))):
+        card = _card(
+            bench,
+            models["p150a"],
+            letter,
+            serial=serial,
+            pci_bus_id=f"0000:0{i + 1}:00.0",
+            firmware_version="18.2.0",
+            status=CardStatus.RECEIVED,
+            owner="second-hand lot 3",
+            purchase_cost=Decimal("950"),
+        )
+        for j in (1, 2):
+            _upsert(
+                PowerLead,
+                {"psu": psu, "name": f"PCIe 8-pin #{2 * i + j}"},
+                kind=LeadKind.PCIE_8PIN,
+                card=card,
+                wire_gauge_awg=18,
+            )
+    from inventory.readiness import readiness_evaluate
+
+    readiness_evaluate(bench)
+    return cluster
+
+
 @transaction.atomic
 def seed_demo() -> list[Cluster]:
     models = card_models()
     chassis = chassis_models()
-    return [seed_rig(models, chassis), seed_pod(models, chassis), seed_desk(models, chassis)]
+    rig = seed_rig(models, chassis)
+    return [rig, seed_pod(models, chassis), seed_desk(models, chassis), seed_bench(models, chassis)]

@@ -245,13 +245,17 @@ class CardModel(ChangeLoggedModel):
         help_text=_("Under stress the card must stay this far below its limit."),
     )
     burnin_power_min_pct = models.PositiveSmallIntegerField(
+        # xgettext:no-python-format
         _("burn-in power floor (% of TDP)"),
         default=60,
         validators=[MaxValueValidator(200)],
         help_text=_("The stress program must hold the card's average power above this share of its TDP."),
     )
     burnin_power_max_pct = models.PositiveSmallIntegerField(
-        _("burn-in power ceiling (% of TDP)"), default=105, validators=[MaxValueValidator(200)]
+        # xgettext:no-python-format
+        _("burn-in power ceiling (% of TDP)"),
+        default=105,
+        validators=[MaxValueValidator(200)],
     )
     burnin_power_variation_max_pct = models.DecimalField(
         _("burn-in power variation limit (%)"),
@@ -265,6 +269,7 @@ class CardModel(ChangeLoggedModel):
         ),
     )
     burnin_throttle_max_pct = models.DecimalField(
+        # xgettext:no-python-format
         _("burn-in throttling limit (% of samples)"),
         max_digits=5,
         decimal_places=1,

@@ -9,6 +9,7 @@ from rest_framework import serializers
 from inventory.models import Card, Cluster, Node
 from jobs import selectors
 from jobs.burnin.criteria import KEYS as CRITERIA_KEYS
+from jobs.burnin.criteria import STATUSES as CRITERION_STATUSES
 from jobs.burnin.selectors import criterion_rows
 from jobs.models import (
     Action,
@@ -167,7 +168,7 @@ class BurnInCriterionSerializer(serializers.Serializer):
 
     key = serializers.ChoiceField(choices=list(CRITERIA_KEYS))
     label = serializers.CharField()  # type: ignore[assignment]  # a declared field, not Field.label
-    status = serializers.ChoiceField(choices=["pass", "fail", "unmeasured", "not_applicable"])
+    status = serializers.ChoiceField(choices=list(CRITERION_STATUSES))
     fails = serializers.BooleanField(help_text="Whether this criterion makes the card fail.")
     value = serializers.FloatField(allow_null=True)
     limit = serializers.FloatField(allow_null=True)

@@ -22,6 +22,7 @@ PASS: Status = "pass"
 FAIL: Status = "fail"
 UNMEASURED: Status = "unmeasured"
 NOT_APPLICABLE: Status = "not_applicable"
+STATUSES = (PASS, FAIL, UNMEASURED, NOT_APPLICABLE)
 
 #: in lifecycle order of importance; the page shows them in this order
 KEYS = (
@@ -97,8 +98,9 @@ def _under_stress(points: Sequence[Point], start: datetime, warmup: timedelta) -
 
 
 def warmup_of(duration: timedelta) -> timedelta:
-    """The start of a run left out of the power figures (the stress program ramping up)."""
-    return min(timedelta(minutes=5), duration / 10)
+    """The start of a run left out of the power and throttling figures (the job starting, the stress
+    program ramping up): a tenth of the run, at least 30 s, at most 5 min, never more than half of it."""
+    return min(timedelta(minutes=5), max(duration / 10, timedelta(seconds=30)), duration / 2)
 
 
 def power_band(spec: Spec, power: Sequence[float]) -> Criterion:

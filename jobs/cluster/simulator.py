@@ -118,7 +118,11 @@ def _default_nodes() -> list[SimNode]:
 
 
 class SimulatedCluster:
-    """In-memory Slurm look-alike for the demo and for tests (same protocol as SlurmBackend)."""
+    """In-memory Slurm look-alike for the demo and for tests (same protocol as SlurmBackend).
+
+    ``users`` are the cluster's Unix accounts (submissions as anyone else fail as sudo would): the
+    researchers alice and bob, as on the loopback lab, and ops, the operators' account (burn-ins).
+    """
 
     def __init__(
         self,
@@ -127,7 +131,7 @@ class SimulatedCluster:
         *,
         seed: int = 0,
         start_time: datetime | None = None,
-        users: Iterable[str] | None = ("alice", "bob"),
+        users: Iterable[str] | None = ("alice", "bob", "ops"),
         auto_advance: float = 0.0,
         min_job_age: float = 600.0,
         reboot_seconds: float = 30.0,

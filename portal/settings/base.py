@@ -236,6 +236,11 @@ SPECTACULAR_SETTINGS = {
         "ReadinessStatusEnum": "inventory.models.readiness.ReadinessStatus",
         "ReadinessKeyEnum": "inventory.models.readiness.ReadinessKey",
         "ReadinessSourceEnum": "inventory.models.readiness.ReadinessCheck.Source",
+        "CardStatusEnum": "inventory.choices.CardStatus",
+        "BurnInStatusEnum": "jobs.models.BurnInStatus",
+        "BurnInVerdictEnum": "jobs.models.BurnInVerdict",
+        "BurnInCriterionStatusEnum": "jobs.burnin.criteria.STATUSES",
+        "BurnInCriterionKeyEnum": "jobs.burnin.criteria.KEYS",
     },
 }
 
@@ -282,8 +287,8 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
     # burn-in runs follow their Slurm job and hold the cards' telemetry against their criteria
     "jobs-burnin-advance": {
         "task": "jobs.tasks.burnin_advance_all_task",
-        "schedule": float(env_int("PORTAL_BURNIN_CHECK_S", 30)),
-        "options": {"queue": "polls", "expires": env_int("PORTAL_BURNIN_CHECK_S", 30)},
+        "schedule": 30.0,
+        "options": {"queue": "polls", "expires": 30},
     },
 }
 CELERY_BEAT_SCHEDULE.update(

@@ -74,7 +74,8 @@ def test_detail_pages_and_rack_elevation(client: Any, admin_user: Any) -> None:
     card = Card.objects.select_related("node", "card_model").get(node=rig, slot="A")
     text = page_text(client.get(f"/inventory/cards/{card.pk}/"))
     assert text.startswith(
-        f"Card rig01/A Edit Delete Node rig01 Model {card.card_model} Slot A Status Active"
+        f"Card rig01/A Printable acceptance record Edit Delete Node rig01 Model {card.card_model} Slot A "
+        "Lifecycle In service Owner — Serial BH150A-240001 Purchase cost $1,400"
     )
     cable = Cable.objects.get(label="A1-B1")
     text = page_text(client.get(f"/inventory/cables/{cable.pk}/"))
