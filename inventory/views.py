@@ -10,7 +10,7 @@ from django.utils.translation import gettext_lazy as _
 
 from inventory import filters, selectors
 from inventory import forms as f
-from inventory.choices import BMCKind
+from inventory.choices import CARD_OUT_OF_SERVICE, BMCKind
 from inventory.models import (
     PSU,
     Cable,
@@ -192,8 +192,10 @@ class NodeView(ObjectDetailView):
     ]
 
     def extra_context(self, obj: Any) -> dict[str, Any]:
+        cards = list(selectors.card_list().filter(node=obj))
         return {
-            "cards": selectors.card_list().filter(node=obj),
+            "cards": cards,
+            "out_of_service": [c for c in cards if c.status in CARD_OUT_OF_SERVICE],
             "nic_ports": selectors.port_list().filter(node=obj, card__isnull=True),
             "psus": selectors.psu_list().filter(node=obj),
             "readiness": readiness_badge(node_readiness(obj)),

@@ -322,5 +322,17 @@ class BurnInStartForm(forms.Form):
         label=_("Stress program"),
         required=False,
         widget=forms.Textarea(attrs={"rows": 4}),
-        help_text=_("Empty: the card model's program, else its vendor's default. {seconds} is the duration."),
+        help_text=_(
+            "Empty: the card model's program, else its vendor's default. The duration in seconds is in $BURNIN_SECONDS."
+        ),
     )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        node = self.data.get("node") or self.initial.get("node")
+        if node and str(node).isdigit():  # offer only that node's cards (the form opens from its page)
+            field = self.fields["cards"]
+            assert isinstance(field, forms.ModelMultipleChoiceField)
+            field.queryset = (
+                Card.objects.select_related("node", "card_model").filter(node_id=int(node)).order_by("slot")
+            )

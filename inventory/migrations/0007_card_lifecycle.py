@@ -70,7 +70,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='cardmodel',
             name='burnin_program',
-            field=models.TextField(blank=True, help_text="Shell lines the burn-in job runs; {seconds} is replaced by the duration. Empty: the vendor's default (gpu-burn for NVIDIA, a tt-burnin loop for Tenstorrent).", verbose_name='burn-in stress program'),
+            field=models.TextField(blank=True, help_text="Shell lines the burn-in job runs; the duration in seconds is in $BURNIN_SECONDS. Empty: the vendor's default (gpu-burn for NVIDIA, a tt-burnin loop for Tenstorrent).", verbose_name='burn-in stress program'),
         ),
         migrations.AddField(
             model_name='cardmodel',

@@ -287,7 +287,7 @@ class CardModel(ChangeLoggedModel):
         _("burn-in stress program"),
         blank=True,
         help_text=_(
-            "Shell lines the burn-in job runs; {seconds} is replaced by the duration. "
+            "Shell lines the burn-in job runs; the duration in seconds is in $BURNIN_SECONDS. "
             "Empty: the vendor's default (gpu-burn for NVIDIA, a tt-burnin loop for Tenstorrent)."
         ),
     )

@@ -226,5 +226,5 @@ class BurnInStartSerializer(serializers.Serializer):
     )
     program = serializers.CharField(
         required=False, allow_blank=True, trim_whitespace=False, max_length=100_000,
-        help_text="Shell lines; {seconds} is the duration. Empty: the model's or its vendor's default.",
+        help_text="Shell lines; the duration in seconds is in $BURNIN_SECONDS. Empty: the model's or its vendor's default.",
     )  # fmt: skip

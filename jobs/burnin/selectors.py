@@ -162,7 +162,7 @@ def evidence_charts(result: BurnInResult) -> list[dict[str, Any]]:
 def _chart(
     title: str, points: list[list[float]], lines: list[float], start: dt.datetime, end: dt.datetime, unit: str
 ) -> dict[str, Any]:
-    width, height = 600.0, 160.0
+    width, height = 1000.0, 180.0
     t0, t1 = start.timestamp(), end.timestamp()
     values = [p[1] for p in points] + [p[2] for p in points] + lines
     lo, hi = min(values), max(values)

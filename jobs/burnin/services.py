@@ -55,11 +55,11 @@ METRICS = (
 DEFAULT_PROGRAMS = {
     # DCGM's level-3 diagnostic first when the node has DCGM, then gpu-burn with tensor cores
     "NVIDIA": (
-        "if command -v dcgmi >/dev/null 2>&1; then dcgmi diag -r 3 || exit $?; fi\ngpu_burn -tc {seconds}"
+        'if command -v dcgmi >/dev/null 2>&1; then dcgmi diag -r 3 || exit $?; fi\ngpu_burn -tc "$BURNIN_SECONDS"'
     ),
     # tt-burnin runs its high-power workload until interrupted: stop it when the time is up
     "Tenstorrent": (
-        'timeout --signal=INT {seconds} tt-burnin\nstatus=$?\n[ "$status" -eq 124 ] && exit 0\nexit $status'
+        'timeout --signal=INT "$BURNIN_SECONDS" tt-burnin\nstatus=$?\n[ "$status" -eq 124 ] && exit 0\nexit $status'
     ),
 }
 
@@ -83,7 +83,7 @@ def burnin_script(run: BurnInRun, node: Node, cards: Sequence[Card]) -> str:
         f"export BURNIN_SECONDS={seconds}\n"
         'echo "burn-in of $BURNIN_CARDS on $(hostname) for $BURNIN_SECONDS s, GPUs held: '
         '${CUDA_VISIBLE_DEVICES:-none}"\n'
-        f"{run.program.replace('{seconds}', str(seconds))}\n"
+        f"{run.program}\n"
     )
 
 

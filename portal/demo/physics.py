@@ -13,8 +13,8 @@ import random
 from dataclasses import dataclass, field
 
 #: a faulty lead's dips: how often a step sags under load, and to what share of the power
-LEAD_DIP_CHANCE = 0.3
-LEAD_DIP_SHARE = 0.5
+LEAD_DIP_CHANCE = 0.15
+LEAD_DIP_SHARE = 0.6
 
 
 @dataclass(frozen=True)

@@ -138,3 +138,16 @@ def test_api_transition_history_and_refusals(
     ]
     assert Card.objects.get(pk=card.pk).status == CardStatus.BURN_IN
     assert api_as(researcher_user).get(f"{url}history/").status_code == 200
+
+
+def test_node_page_warns_while_a_rejected_card_is_still_in_it(
+    build: Any, client: Any, operator_user: Any
+) -> None:
+    node = build.node(hostname="bench9")
+    card = build.card(node=node, slot="B", status=CardStatus.BURN_IN)
+    client.force_login(operator_user)
+    warning = "Card B is Rejected and still in this node"
+    assert warning not in client.get(f"/inventory/nodes/{node.pk}/").content.decode()
+    card_transition(card, to_status=CardStatus.REJECTED, user=operator_user, reason="dips on lead #3")
+    page = client.get(f"/inventory/nodes/{node.pk}/").content.decode()
+    assert warning in page and f'id="card-out-of-service-{card.pk}"' in page

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import json
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -61,8 +62,10 @@ def _run(node: Node, cards: list[Card], start: dt.datetime, end: dt.datetime, **
 def rig(db: Any) -> tuple[Node, list[Card]]:
     cluster = Cluster.objects.create(name="bench", backend=Cluster.Backend.SIMULATOR)
     model = CardModel.objects.create(
-        vendor="Tenstorrent", name="Blackhole p150a", tdp_w=300, temperature_limit_c=95
-    )
+        vendor="Tenstorrent", name="Blackhole p150a", tdp_w=300, temperature_limit_c=95,
+        list_price=Decimal("1400"), tflops_fp16=Decimal("387"),
+        packaged_system="QuietBox", packaged_system_price=Decimal("12000"), packaged_system_cards=4,
+    )  # fmt: skip
     for i in range(1, 5):
         PortTemplate.objects.create(card_model=model, name=f"QSFP{i}", kind=PortKind.QSFP_DD, speed_gbps=800)
     node = _node(cluster, "rig02")
@@ -227,3 +230,76 @@ def test_nvidia_throttling_and_an_xid_reject_the_card(db: Any) -> None:
         CardStatus.ACCEPTED,
         CardStatus.REJECTED,
     ]
+
+
+# ---------------------------------------------------------------------------- the record on pages and API
+
+
+@pytest.fixture
+def judged(rig: Any) -> tuple[BurnInRun, Card, Card]:
+    node, (good, bad) = rig
+    start = timezone.now() - dt.timedelta(minutes=MINUTES + 5)
+    _record_tt(node, start, lead_dips=True)
+    run = _run(node, [good, bad], start, start + dt.timedelta(minutes=MINUTES))
+    burnin_advance(run.pk)
+    return run, good, bad
+
+
+def test_acceptance_api_gives_criteria_with_figures_and_economics(
+    judged: Any, api_as: Any, researcher_user: Any
+) -> None:
+    run, _good, bad = judged
+    res = api_as(researcher_user).get(f"/api/inventory/cards/{bad.pk}/acceptance/")
+    assert res.status_code == 200
+    body = res.json()
+    assert (body["result"]["run"], body["result"]["verdict"]) == (run.pk, "fail")
+    stable = next(c for c in body["result"]["criteria"] if c["key"] == "power_stable")
+    assert (stable["status"], stable["fails"], stable["low"], stable["label"]) == (
+        "fail", True, 118.0, "Power stable (no dips)",
+    )  # fmt: skip
+    economics = body["economics"]
+    assert economics["cost"] == "1400.00" and economics["cost_is_list_price"] is True
+    assert economics["energy_kwh"] >= 0 and economics["node"]["cards"] == 2
+    assert economics["tflops_fp16_per_dollar"] == pytest.approx(387 / 1400)
+    # the bench: a $0 host and two $1,400 cards against the $12,000 four-card packaged system
+    assert economics["node"]["cost"] == "2800.00" and economics["packaged"]["tflops"] == "1548.0"
+    assert economics["advantage"] == pytest.approx((774 / 2800) / (1548 / 12000))
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-hans"])
+def test_card_page_and_printable_record_in_both_languages(
+    judged: Any, client: Any, make_user: Any, lang: str
+) -> None:
+    run, _good, bad = judged
+    words = {
+        "en": ("Acceptance record", "Power stable (no dips)", "Fail", "Lifecycle", "Rejected"),
+        "zh-hans": ("验收记录", "功耗稳定（无跌落）", "失败", "生命周期", "已拒收"),
+    }[lang]
+    for role in ("admin", "operator", "researcher"):
+        user = make_user(f"{role}-{lang}", role)
+        client.force_login(user)
+        client.cookies["django_language"] = lang
+        page = client.get(f"/inventory/cards/{bad.pk}/", HTTP_ACCEPT_LANGUAGE=lang).content.decode()
+        for word in words:
+            assert word in page, (role, lang, word)
+        assert 'id="criterion-power_stable"' in page and "<polyline" in page
+        assert ('action="/inventory/cards/%d/transition/"' % bad.pk in page) == (role != "researcher")
+        assert (f'href="/jobs/burnin/{run.pk}/"' in page) == (role != "researcher")
+        printable = client.get(f"/inventory/cards/{bad.pk}/acceptance/", HTTP_ACCEPT_LANGUAGE=lang)
+        assert printable.status_code == 200 and words[0] in printable.content.decode()
+
+
+def test_transition_on_the_page_refuses_with_the_field_error_and_then_moves(
+    judged: Any, client: Any, operator_user: Any
+) -> None:
+    _run_row, _good, bad = judged
+    client.force_login(operator_user)
+    url = f"/inventory/cards/{bad.pk}/transition/"
+    res = client.post(url, {"to_status": "in_service", "reason": "looks fine to me"}, HTTP_HX_REQUEST="true")
+    assert res.status_code == 400 and "Select a valid choice" in res.content.decode()
+    assert Card.objects.get(pk=bad.pk).status == CardStatus.REJECTED
+    res = client.post(
+        url, {"to_status": "rma", "reason": "lead replaced? no: back to the seller"}, HTTP_HX_REQUEST="true"
+    )
+    assert res.status_code == 204 and res["HX-Redirect"] == f"/inventory/cards/{bad.pk}/"
+    assert Card.objects.get(pk=bad.pk).status == CardStatus.RMA
