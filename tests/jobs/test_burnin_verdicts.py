@@ -283,7 +283,7 @@ def test_card_page_and_printable_record_in_both_languages(
         for word in words:
             assert word in page, (role, lang, word)
         assert 'id="criterion-power_stable"' in page and "<polyline" in page
-        assert ('action="/inventory/cards/%d/transition/"' % bad.pk in page) == (role != "researcher")
+        assert (f'action="/inventory/cards/{bad.pk}/transition/"' in page) == (role != "researcher")
         assert (f'href="/jobs/burnin/{run.pk}/"' in page) == (role != "researcher")
         printable = client.get(f"/inventory/cards/{bad.pk}/acceptance/", HTTP_ACCEPT_LANGUAGE=lang)
         assert printable.status_code == 200 and words[0] in printable.content.decode()
