@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from inventory.choices import CARD_SCHEDULABLE
 from inventory.models import Node
 from monitoring import storage
 from monitoring.models import JobEnergy, Series
@@ -89,7 +90,7 @@ def job_energy_estimate(job: Any, *, now: dt.datetime | None = None) -> dict[str
     hardware = Decimal("0")
     per_node = []
     for node in nodes:
-        cards = [c for c in node.cards.all() if c.status == "active"]
+        cards = [c for c in node.cards.all() if c.status in CARD_SCHEDULABLE]
         card_series = [s for s in series if s[1] == node.pk and s[2] == "power_w" and s[3]]
         node_series = [s for s in series if s[1] == node.pk and s[2] == "node_power_w"]
         n_cards = max(len(cards), len(card_series))
