@@ -90,3 +90,34 @@ def test_one_burn_in_per_node(env: Env, otto: Any, django_capture_on_commit_call
     assert list(BurnInRun.objects.values_list("pk", flat=True)) == [first.pk]
     job = Job.objects.get(pk=Action.objects.get(pk=first.action_id).job_id)
     env.wait_until(lambda: not Job.objects.get(pk=job.pk).is_active, "the job to end")
+
+
+def test_api_starts_a_burn_in_and_refuses_the_same_way(
+    sim_cluster: Any,
+    operator_user: Any,
+    researcher_user: Any,
+    api_as: Any,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    otto = operator_user
+    ClusterAccount.objects.create(user=otto, cluster=sim_cluster, username="ops")
+    node = sim_cluster.nodes.get(slurm_name="node2")
+    denied = api_as(researcher_user).post("/api/jobs/burnin-runs/", {"node": node.pk}, format="json")
+    assert denied.status_code == 403 and not BurnInRun.objects.exists()
+    assert api_as(researcher_user).get("/api/jobs/burnin-runs/").status_code == 403
+    bad = api_as(otto).post("/api/jobs/burnin-runs/", {"node": node.pk, "duration_minutes": 0}, format="json")
+    assert bad.status_code == 400 and "duration_minutes" in bad.json() and not BurnInRun.objects.exists()
+    with django_capture_on_commit_callbacks(execute=True):
+        res = api_as(otto).post(
+            "/api/jobs/burnin-runs/",
+            {"node": node.pk, "duration_minutes": 5, "program": "sleep 1"},
+            format="json",
+        )
+    assert res.status_code == 201, res.json()
+    body = res.json()
+    assert (body["status"], body["node"]["id"], body["requested_by"]) == ("pending", node.pk, "otto")
+    assert sorted(r["verdict"] for r in body["results"]) == ["pending"] * node.cards.count()
+    again = api_as(otto).post("/api/jobs/burnin-runs/", {"node": node.pk}, format="json")
+    assert again.status_code == 400 and "node" in again.json()
+    listed = api_as(otto).get("/api/jobs/burnin-runs/").json()
+    assert [r["id"] for r in listed["results"]] == [body["id"]]
