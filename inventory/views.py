@@ -234,6 +234,39 @@ class CardModelView(ObjectDetailView):
         Column(_("Cooling"), "cooling"),
         Column(_("Minimum airflow"), "min_airflow"),
         Column(_("Power connector"), "power_connector"),
+        Column(_("Temperature limit"), "temperature_limit_c", fmt=lambda v: f"{number(v)} °C"),
+        Column(
+            _("Burn-in"),
+            render=lambda m: (
+                _(
+                    "%(hours)s h; power %(lo)s–%(hi)s %% of TDP, varying at most %(var)s %%; "
+                    "%(margin)s °C under the limit; throttled at most %(thr)s %% of the time"
+                )
+                % {
+                    "hours": number(m.burnin_hours, 2),
+                    "lo": m.burnin_power_min_pct,
+                    "hi": m.burnin_power_max_pct,
+                    "var": number(m.burnin_power_variation_max_pct, 1),
+                    "margin": m.burnin_temperature_margin_c,
+                    "thr": number(m.burnin_throttle_max_pct, 1),
+                }
+            ),
+        ),  # fmt: skip
+        Column(_("Burn-in stress program"), render=lambda m: m.burnin_program or _("the vendor's default")),
+        Column(_("Expected link bandwidth"), "link_gbps_expected", fmt=lambda v: f"{number(v)} Gbit/s"),
+        Column(
+            _("Packaged system"),
+            render=lambda m: (
+                _("%(name)s: %(n)s cards for %(price)s")
+                % {
+                    "name": m.packaged_system or "—",
+                    "n": m.packaged_system_cards,
+                    "price": money(m.packaged_system_price),
+                }
+                if m.packaged_system_price and m.packaged_system_cards
+                else None
+            ),
+        ),
         Column(
             _("Ports"),
             render=lambda m: ", ".join(

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import Max
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
@@ -43,6 +45,8 @@ RUN_BURNIN = "jobs.run_burnin"
 MAX_MINUTES = 7 * 24 * 60
 #: minutes the job may run past the stress program (set-up, the last telemetry)
 JOB_SLACK_MINUTES = 10
+#: how often a running burn-in's interim figures are recomputed (a fifth of a short run)
+INTERIM_EVERY = timedelta(minutes=5)
 #: cards a burn-in may start from (a rejected card is re-tested after its lead is replaced)
 STARTABLE = frozenset(
     {CardStatus.RECEIVED, CardStatus.BURN_IN, CardStatus.ACCEPTED, CardStatus.IN_SERVICE, CardStatus.REJECTED}
@@ -344,7 +348,10 @@ def burnin_advance(run_id: int) -> BurnInRun | None:
         return _finish(run, job)
     run.status = BurnInStatus.RUNNING
     run.save(update_fields=["job", "started", "status"])
-    _evaluate(run, job.start_time, timezone.now())
+    last = run.results.aggregate(at=Max("evaluated_at"))["at"]
+    every = min(INTERIM_EVERY, timedelta(minutes=run.duration_minutes) / 5)
+    if last is None or timezone.now() - last >= every:  # a 24 h run's window is large: now and then
+        _evaluate(run, job.start_time, timezone.now())
     return run
 
 
