@@ -86,6 +86,21 @@ def _card(node: Node, model: CardModel, slot: str, **fields: Any) -> Card:
     return card
 
 
+def _p150a(node: Node, model: CardModel, psu: PSU, index: int, slot: str, *, awg: int, **fields: Any) -> Card:
+    """A p150a in slot ``index`` of a host, fed by two PCIe 8-pin leads of ``psu`` (through a 12VHPWR
+    adapter, as the guide built it)."""
+    card = _card(node, model, slot, pci_bus_id=f"0000:0{index + 1}:00.0", firmware_version="18.2.0", **fields)
+    for j in (1, 2):
+        _upsert(
+            PowerLead,
+            {"psu": psu, "name": f"PCIe 8-pin #{2 * index + j}"},
+            kind=LeadKind.PCIE_8PIN,
+            card=card,
+            wire_gauge_awg=awg,
+        )
+    return card
+
+
 def _cable(a: Port, b: Port, **fields: Any) -> Cable:
     term = CableTermination.objects.filter(port=a).select_related("cable").first()
     if term is not None:
@@ -296,25 +311,10 @@ def seed_rig(models: dict[str, CardModel], chassis: dict[str, ChassisModel]) -> 
         efficiency_pct=93,
         model="Bitmain APW3++ 1600 W",
     )
-    cards: dict[str, Card] = {}
-    for i, letter in enumerate("ABCD"):
-        card = _card(
-            rig,
-            models["p150a"],
-            letter,
-            serial=f"BH150A-24{i + 1:04d}",
-            pci_bus_id=f"0000:0{i + 1}:00.0",
-            firmware_version="18.2.0",
-        )
-        cards[letter] = card
-        for j in (1, 2):
-            _upsert(
-                PowerLead,
-                {"psu": psu, "name": f"PCIe 8-pin #{2 * i + j}"},
-                kind=LeadKind.PCIE_8PIN,
-                card=card,
-                wire_gauge_awg=16,
-            )
+    cards = {
+        letter: _p150a(rig, models["p150a"], psu, i, letter, awg=16, serial=f"BH150A-24{i + 1:04d}")
+        for i, letter in enumerate("ABCD")
+    }
     _upsert(PowerLead, {"psu": psu, "name": "Control board"}, kind=LeadKind.ATX, node=rig)
     for a, ap, b, bp in RIG_MESH:
         _cable(
@@ -670,25 +670,10 @@ def seed_bench(models: dict[str, CardModel], chassis: dict[str, ChassisModel]) -
         model="Dell 1100 W",
     )
     for i, (letter, serial) in enumerate((("A", "BH150A-2E0107"), ("B", BENCH_BAD_LEAD_SERIAL))):
-        card = _card(
-            bench,
-            models["p150a"],
-            letter,
-            serial=serial,
-            pci_bus_id=f"0000:0{i + 1}:00.0",
-            firmware_version="18.2.0",
-            status=CardStatus.RECEIVED,
-            owner="second-hand lot 3",
-            purchase_cost=Decimal("950"),
-        )
-        for j in (1, 2):
-            _upsert(
-                PowerLead,
-                {"psu": psu, "name": f"PCIe 8-pin #{2 * i + j}"},
-                kind=LeadKind.PCIE_8PIN,
-                card=card,
-                wire_gauge_awg=18,
-            )
+        _p150a(
+            bench, models["p150a"], psu, i, letter, awg=18, serial=serial, status=CardStatus.RECEIVED,
+            owner="second-hand lot 3", purchase_cost=Decimal("950"),
+        )  # fmt: skip
     from inventory.readiness import readiness_evaluate
 
     readiness_evaluate(bench)

@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -19,7 +19,7 @@ from inventory.economics import card_economics
 from inventory.forms import CardTransitionForm
 from inventory.lifecycle import MOVE_CARD, allowed_transitions, card_event_list, card_transition
 from inventory.models import Card
-from portal.views.generic import _add_errors
+from portal.views.generic import _add_errors, redirect_after_post
 
 HISTORY_ROWS = 50
 
@@ -66,12 +66,7 @@ def card_transition_view(request: HttpRequest, pk: int) -> HttpResponse:
             messages.success(
                 request, _("%(card)s is now %(state)s.") % {"card": card, "state": card.get_status_display()}
             )
-            url = reverse("inventory:card", args=[card.pk])
-            if getattr(request, "htmx", False):
-                response = HttpResponse(status=204)
-                response["HX-Redirect"] = url
-                return response
-            return HttpResponseRedirect(url)
+            return redirect_after_post(request, reverse("inventory:card", args=[card.pk]))
     context = {"object": card, **card_lifecycle_context(card, request.user, form)}
     return render(request, "inventory/card.html#lifecycle", context, status=400)
 

@@ -33,7 +33,14 @@ from jobs.models import Action, Job, JobTemplate
 from jobs.output import job_output_get
 from jobs.pending_reasons import diagnose_output, explain_pending_reason, explain_submit_error
 from monitoring.selectors import job_energy_get
-from portal.views.generic import Column, ObjectDetailView, ObjectEditView, ObjectListView, _add_errors
+from portal.views.generic import (
+    Column,
+    ObjectDetailView,
+    ObjectEditView,
+    ObjectListView,
+    _add_errors,
+    redirect_after_post,
+)
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -180,12 +187,7 @@ def job_submit(request: HtmxHttpRequest) -> HttpResponse:
         else:
             if not validate_only:
                 assert isinstance(action, Action)
-                url = reverse("jobs:action", args=[action.pk])
-                if request.htmx:
-                    response = HttpResponse(status=204)
-                    response["HX-Redirect"] = url
-                    return response
-                return HttpResponseRedirect(url)
+                return redirect_after_post(request, reverse("jobs:action", args=[action.pk]))
     context = {
         "form": form,
         "title": _("Submit a job"),

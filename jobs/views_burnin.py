@@ -8,7 +8,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
@@ -16,7 +16,7 @@ from django.utils.translation import gettext as _
 from jobs.burnin.selectors import burnin_run_list, criterion_rows, evidence_charts
 from jobs.burnin.services import RUN_BURNIN, burnin_start
 from jobs.forms import BurnInStartForm
-from portal.views.generic import _add_errors
+from portal.views.generic import _add_errors, redirect_after_post
 
 VIEW_BURNIN = "jobs.view_burninrun"
 
@@ -62,12 +62,7 @@ def burnin_start_view(request: HttpRequest) -> HttpResponse:
                 _add_errors(form, exc)
             else:
                 messages.success(request, _("Burn-in #%(id)s submitted.") % {"id": run.pk})
-                url = reverse("jobs:burnin", args=[run.pk])
-                if getattr(request, "htmx", False):
-                    response = HttpResponse(status=204)
-                    response["HX-Redirect"] = url
-                    return response
-                return HttpResponseRedirect(url)
+                return redirect_after_post(request, reverse("jobs:burnin", args=[run.pk]))
         status = 400
     template = "jobs/burnin_start.html"
     if getattr(request, "htmx", False) and request.method == "POST":

@@ -33,7 +33,7 @@ def test_seed_demo_twice_gives_the_same_data(db: Any) -> None:
     first = _counts()
     call_command("seed_demo")
     assert _counts() == first
-    assert set(Cluster.objects.values_list("name", flat=True)) == {"rig-01", "h100-pod", "gb10-desk"}
+    assert set(Cluster.objects.values_list("name", flat=True)) == {"rig-01", "h100-pod", "gb10-desk", "bench"}
     rig = Node.objects.get(hostname="rig01")
     assert rig.cards.count() == 4 and {c.card_model.name for c in rig.cards.all()} == {"Blackhole p150a"}
     assert Cable.objects.filter(terminations__port__node=rig).distinct().count() == 6
