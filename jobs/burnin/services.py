@@ -23,6 +23,7 @@ from django.utils.translation import gettext as _
 
 from inventory.choices import CARD_SCHEDULABLE, CardStatus
 from inventory.lifecycle import card_transition
+from inventory.links import port_keys
 from inventory.models import Card, CardModel, Node
 from jobs.burnin import criteria as c
 from jobs.burnin.selectors import LABELS
@@ -192,23 +193,11 @@ def card_spec(card: Card) -> c.Spec:
     )
 
 
-def cabled_link_labels(card: Card) -> set[str]:
-    """The ``port`` label values of the card's cabled ports: the port's name (as the fabric drawing
-    matches them), and for a QSFP-DD port ``QSFPn`` of a Tenstorrent card also ``n - 1``, the Ethernet
-    core tt-smi's ETH_LIVE_STATUS reports it as (the parser's and the demo's assumption: the bit layout is
-    firmware dependent)."""
-    labels: set[str] = set()
-    for port in card.ports.all():
-        if not hasattr(port, "termination"):
-            continue
-        labels.add(port.name.lower())
-        if (
-            card.card_model.vendor == "Tenstorrent"
-            and port.name.upper().startswith("QSFP")
-            and port.name[4:].isdigit()
-        ):
-            labels.add(str(int(port.name[4:]) - 1))
-    return labels
+def cabled_link_labels(card: Card) -> dict[str, int]:
+    """What link telemetry calls the card's cabled ports (their names and the Ethernet channels the model
+    wires to them, inventory.links, as the fabric drawing resolves them) -> the port's id."""
+    cabled = [port.pk for port in card.ports.all() if hasattr(port, "termination")]
+    return {name: pk for (_node, _card, name), pk in port_keys(cabled).items()} if cabled else {}
 
 
 def _port_of(labels: str) -> str:
@@ -221,8 +210,18 @@ def _first(by_labels: dict[str, list[c.Point]] | None) -> list[c.Point]:
     return by_labels.get("", next(iter(by_labels.values())))
 
 
+def _link_up_by_port(by_labels: dict[str, list[c.Point]], links: dict[str, int]) -> dict[str, list[c.Point]]:
+    """The cabled ports' link series, one per port (a QSFP-DD cage's channels together)."""
+    out: dict[str, list[c.Point]] = {}
+    for labels, points in by_labels.items():
+        port = links.get(_port_of(labels))
+        if port is not None:
+            out.setdefault(str(port), []).extend(points)
+    return out
+
+
 def card_telemetry(
-    raw: dict[str, dict[str, list[c.Point]]], events: list[tuple[Any, str]], links: set[str]
+    raw: dict[str, dict[str, list[c.Point]]], events: list[tuple[Any, str]], links: dict[str, int]
 ) -> c.Telemetry:
     """What the selectors read, shaped for the criteria (links: only the cabled ports' series)."""
     return c.Telemetry(
@@ -236,7 +235,7 @@ def card_telemetry(
         heartbeat=_first(raw.get("heartbeat")),
         ecc_corrected=[p for points in raw.get("ecc_corrected_total", {}).values() for p in points],
         ecc_uncorrected=[p for points in raw.get("ecc_uncorrected_total", {}).values() for p in points],
-        link_up={k: v for k, v in raw.get("link_up", {}).items() if _port_of(k) in links},
+        link_up=_link_up_by_port(raw.get("link_up", {}), links),
         events=events,
     )
 

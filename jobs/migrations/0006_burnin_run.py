@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('inventory', '0007_card_lifecycle'),
+        ('inventory', '0008_card_lifecycle'),
         ('jobs', '0005_job_array'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]

@@ -15,6 +15,7 @@ import pytest
 from django.utils import timezone
 
 from inventory.choices import CardStatus, PortKind
+from inventory.links import P150_QSFP_CHANNELS
 from inventory.models import Card, CardModel, Cluster, Node, PortTemplate
 from inventory.services import cable_connect, card_save
 from jobs.burnin.services import burnin_advance
@@ -36,7 +37,7 @@ def tt_snapshot(hostname: str, cards: list[dict[str, Any]]) -> str:
             board_power=f"{c['power']:5.1f}", asic_temperature=f"{c['temp']:.1f}", heartbeat=str(c["hb"]),
             aiclk=str(c.get("aiclk", 1350)),
         )  # fmt: skip
-        dev["smbus_telem"]["ETH_LIVE_STATUS"] = hex(c.get("links", 0x1))
+        dev["smbus_telem"]["ETH_LIVE_STATUS"] = hex(c.get("links", 0x3))  # QSFP1's two channels up
         devices.append(dev)
     return json.dumps(
         {"time": "2026-06-01T10:15:02.1", "host_info": {"Hostname": hostname}, "device_info": devices}
@@ -66,8 +67,10 @@ def rig(db: Any) -> tuple[Node, list[Card]]:
         list_price=Decimal("1400"), tflops_fp16=Decimal("387"),
         packaged_system="QuietBox", packaged_system_price=Decimal("12000"), packaged_system_cards=4,
     )  # fmt: skip
-    for i in range(1, 5):
-        PortTemplate.objects.create(card_model=model, name=f"QSFP{i}", kind=PortKind.QSFP_DD, speed_gbps=800)
+    for name, channels in P150_QSFP_CHANNELS.items():
+        PortTemplate.objects.create(
+            card_model=model, name=name, kind=PortKind.QSFP_DD, speed_gbps=800, eth_channels=list(channels)
+        )
     node = _node(cluster, "rig02")
     cards = [
         card_save(
@@ -179,7 +182,7 @@ def test_a_link_flap_during_the_run_fails_the_links(rig: Any) -> None:
     crit = _criteria(run, good)
     assert crit["links"] == "fail" and crit["power_stable"] == "pass"
     links = next(x for x in BurnInResult.objects.get(run=run, card=good).criteria if x["key"] == "links")
-    assert links["counts"] == {"ports": 1, "ports_down": 1, "flaps": 1}
+    assert links["counts"] == {"ports": 1, "ports_down": 1, "flaps": 2}  # both channels of QSFP1 went down
 
 
 H100_ROW = (

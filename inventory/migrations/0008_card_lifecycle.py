@@ -28,7 +28,7 @@ def statuses_backward(apps, schema_editor):  # type: ignore[no-untyped-def]
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('inventory', '0006_verbose_names_and_bmc_label'),
+        ('inventory', '0007_port_template_eth_channels'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
