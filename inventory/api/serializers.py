@@ -340,6 +340,11 @@ class CardTransitionSerializer(serializers.Serializer):
 
 
 class CardEventSerializer(serializers.ModelSerializer):
+    from_status = serializers.ChoiceField(
+        choices=[("", ""), *CardStatus.choices], help_text="Empty for a card's arrival and for a move."
+    )
+    to_status = serializers.ChoiceField(choices=CardStatus.choices)
+
     class Meta:
         model = CardEvent
         fields = ["id", "at", "username", "serial", "from_status", "to_status", "from_node", "to_node",
