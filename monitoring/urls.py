@@ -13,4 +13,17 @@ urlpatterns = [
     path("alert-rules/<int:pk>/", v.AlertRuleView.as_view(), name="alertrule"),
     path("alert-rules/<int:pk>/edit/", v.AlertRuleEditView.as_view(), name="alertrule_edit"),
     path("alert-rules/<int:pk>/delete/", v.AlertRuleDeleteView.as_view(), name="alertrule_delete"),
+    path("prometheus-sources/", v.PrometheusSourceListView.as_view(), name="prometheussource_list"),
+    path("prometheus-sources/add/", v.PrometheusSourceEditView.as_view(), name="prometheussource_add"),
+    path("prometheus-sources/<int:pk>/", v.PrometheusSourceView.as_view(), name="prometheussource"),
+    path(
+        "prometheus-sources/<int:pk>/edit/",
+        v.PrometheusSourceEditView.as_view(),
+        name="prometheussource_edit",
+    ),
+    path(
+        "prometheus-sources/<int:pk>/delete/",
+        v.PrometheusSourceDeleteView.as_view(),
+        name="prometheussource_delete",
+    ),
 ]

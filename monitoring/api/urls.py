@@ -9,9 +9,11 @@ router = DefaultRouter()
 router.register("alert-rules", views.AlertRuleViewSet, basename="alertrule")
 router.register("alerts", views.AlertViewSet, basename="alert")
 router.register("events", views.EventViewSet, basename="event")
+router.register("prometheus-sources", views.PrometheusSourceViewSet, basename="prometheussource")
 
 urlpatterns = [
     path("ingest/", views.IngestView.as_view(), name="ingest"),
+    path("remote-write/", views.RemoteWriteView.as_view(), name="remote_write"),
     path("series/", views.SeriesView.as_view(), name="series"),
     path("latest/", views.LatestView.as_view(), name="latest"),
     path("energy/", views.EnergyView.as_view(), name="energy"),

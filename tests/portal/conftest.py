@@ -11,7 +11,7 @@ from inventory.models import Node
 from inventory.seed import seed_demo
 from jobs.models import Action, ClusterAccount, Job
 from jobs.seed import jobs_seed_templates
-from monitoring.models import Alert, AlertRule
+from monitoring.models import Alert, AlertRule, PrometheusSource
 
 
 @pytest.fixture
@@ -31,3 +31,7 @@ def world(admin_user: Any, operator_user: Any, researcher_user: Any) -> None:
         started_at=timezone.now(),
     )
     Action.objects.create(kind="resume", cluster=cluster, node=node, params={"target": node.hostname})
+    # a Prometheus source, off: the cluster's charts still read the store (no server runs here)
+    PrometheusSource.objects.create(
+        cluster=cluster, base_url="http://127.0.0.1:9", enabled=False, timeout_s=1
+    )
