@@ -39,10 +39,41 @@ class Cooling(models.TextChoices):
 
 
 class CardStatus(models.TextChoices):
-    ACTIVE = "active", _("Active")
-    PLANNED = "planned", _("Planned")
-    FAILED = "failed", _("Failed")
-    SPARE = "spare", _("Spare")
+    """A card's lifecycle (second-hand cards: bought, burnt in, accepted or sent back)."""
+
+    ORDERED = "ordered", _("Ordered")
+    RECEIVED = "received", _("Received")
+    BURN_IN = "burn_in", _("Burn-in")
+    ACCEPTED = "accepted", _("Accepted")
+    REJECTED = "rejected", _("Rejected")
+    IN_SERVICE = "in_service", _("In service")
+    RMA = "rma", _("RMA")
+    RETIRED = "retired", _("Retired")
+
+
+#: the lifecycle's allowed moves; everything else is refused by inventory.lifecycle.card_transition
+CARD_TRANSITIONS: dict[str, frozenset[str]] = {
+    CardStatus.ORDERED: frozenset({CardStatus.RECEIVED}),
+    CardStatus.RECEIVED: frozenset({CardStatus.BURN_IN, CardStatus.RMA}),
+    CardStatus.BURN_IN: frozenset({CardStatus.ACCEPTED, CardStatus.REJECTED, CardStatus.RECEIVED}),
+    CardStatus.ACCEPTED: frozenset({CardStatus.IN_SERVICE, CardStatus.BURN_IN, CardStatus.RETIRED}),
+    CardStatus.REJECTED: frozenset({CardStatus.BURN_IN, CardStatus.RMA, CardStatus.RETIRED}),
+    CardStatus.IN_SERVICE: frozenset(
+        {CardStatus.ACCEPTED, CardStatus.BURN_IN, CardStatus.RMA, CardStatus.RETIRED}
+    ),
+    CardStatus.RMA: frozenset({CardStatus.RECEIVED, CardStatus.RETIRED}),
+    CardStatus.RETIRED: frozenset(),
+}
+#: cards in the machine that Slurm may give to jobs (a burn-in job holds its cards; the simulator's GPUs
+#: are these); rejected and RMA cards are left out, as a gres.conf without them would
+CARD_SCHEDULABLE = frozenset(
+    {CardStatus.RECEIVED, CardStatus.BURN_IN, CardStatus.ACCEPTED, CardStatus.IN_SERVICE}
+)
+#: cards kept out of service while still in the machine: the node's readiness fails until it is removed
+CARD_OUT_OF_SERVICE = frozenset({CardStatus.REJECTED})
+#: cards that are not in the machine (not expected in the host's device list, never scheduled): an RMA
+#: card is on its way back to the seller, a retired one gone
+CARD_NOT_INSTALLED = frozenset({CardStatus.ORDERED, CardStatus.RMA, CardStatus.RETIRED})
 
 
 class PortKind(models.TextChoices):

@@ -5,6 +5,7 @@ from typing import Any
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from inventory.choices import CardStatus
 from inventory.models import (
     PSU,
     Cable,
@@ -19,6 +20,7 @@ from inventory.models import (
     Rack,
     Site,
 )
+from inventory.models.devices import BURNIN_CRITERIA_FIELDS
 
 
 class SiteForm(forms.ModelForm[Site]):
@@ -120,10 +122,21 @@ class CardModelForm(forms.ModelForm[CardModel]):
             "min_airflow",
             "power_connector",
             "pcie_lanes",
+            *BURNIN_CRITERIA_FIELDS,
+            "packaged_system",
+            "packaged_system_price",
+            "packaged_system_cards",
         ]
 
 
 class CardForm(forms.ModelForm[Card]):
+    reason = forms.CharField(
+        label=_("Why (for the card's history)"),
+        required=False,
+        max_length=500,
+        help_text=_("Recorded when the card moves to another node or owner."),
+    )
+
     class Meta:
         model = Card
         fields = [
@@ -131,12 +144,30 @@ class CardForm(forms.ModelForm[Card]):
             "card_model",
             "slot",
             "status",
+            "owner",
             "serial",
+            "purchase_cost",
             "pci_bus_id",
             "gpu_uuid",
             "firmware_version",
             "driver_version",
         ]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk:  # the lifecycle moves through a transition on the card's page
+            self.fields["status"].disabled = True
+
+
+class CardTransitionForm(forms.Form):
+    to_status = forms.ChoiceField(label=_("New state"), choices=CardStatus.choices)
+    reason = forms.CharField(label=_("Why"), max_length=500)
+
+    def __init__(self, *args: Any, allowed: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["to_status"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = [(s, CardStatus(s).label) for s in allowed]
 
 
 class PortForm(forms.ModelForm[Port]):

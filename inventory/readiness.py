@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import Case, Count, IntegerField, Max, OuterRef, QuerySet, Subquery, Value, When
 from django.utils.translation import gettext as _
 
-from inventory.choices import Airflow, CardStatus, Cooling
+from inventory.choices import CARD_NOT_INSTALLED, CARD_OUT_OF_SERVICE, Airflow, CardStatus, Cooling
 from inventory.models import (
     Card,
     Node,
@@ -61,6 +61,7 @@ class CardFacts:
     bus_id: str = ""
     gpu_uuid: str = ""
     vendor: str = ""
+    status: str = CardStatus.IN_SERVICE
 
 
 def rule_link_width(lanes_per_slot: int | None, cards: Sequence[CardFacts]) -> Verdict:
@@ -138,9 +139,31 @@ def rule_cards_enumerated(cards: Sequence[CardFacts], seen: Iterable[str] | None
     return Verdict(key, PASS, _("All %(total)s cards enumerated.") % {"total": len(cards)})
 
 
+def rule_card_lifecycle(cards: Sequence[CardFacts]) -> Verdict:
+    """Rejected cards are kept out of service: a node still holding one is not ready (Slurm would hand the
+    card to jobs); cards still on their way through burn-in only warn. RMA and retired cards have left the
+    machine (``CARD_NOT_INSTALLED``) and are not counted."""
+    key = ReadinessKey.CARD_LIFECYCLE
+    out = [c for c in cards if c.status in CARD_OUT_OF_SERVICE]
+    if out:
+        names = ", ".join(f"{c.slot} ({CardStatus(c.status).label})" for c in out)
+        return Verdict(
+            key,
+            FAIL,
+            _("Cards kept out of service are still in the node: %(s)s. Remove them before jobs run here.")
+            % {"s": names},
+        )
+    pending = [c for c in cards if c.status in (CardStatus.RECEIVED, CardStatus.BURN_IN)]
+    if pending:
+        names = ", ".join(f"{c.slot} ({CardStatus(c.status).label})" for c in pending)
+        return Verdict(key, WARN, _("Cards not yet accepted: %(s)s.") % {"s": names})
+    return Verdict(key, PASS, _("Every card is accepted or in service."))
+
+
 def evaluate_rules(node: Node, cards: Sequence[CardFacts], seen: Iterable[str] | None) -> list[Verdict]:
     chassis = node.chassis
     return [
+        rule_card_lifecycle(cards),
         rule_cards_enumerated(cards, seen),
         rule_link_width(chassis.pcie_lanes_per_slot if chassis is not None else None, cards),
         rule_cooling(chassis.airflow if chassis is not None else None, cards),
@@ -158,6 +181,7 @@ def card_facts(cards: Iterable[Card]) -> list[CardFacts]:
             c.pci_bus_id,
             c.gpu_uuid,
             c.card_model.vendor,
+            c.status,
         )
         for c in cards
     ]
@@ -187,7 +211,7 @@ def readiness_evaluate(
     which keeps a previous enumeration verdict rather than forgetting it.
     """
     cards = card_facts(
-        Card.objects.filter(node=node).exclude(status=CardStatus.SPARE).select_related("card_model")
+        Card.objects.filter(node=node).exclude(status__in=CARD_NOT_INSTALLED).select_related("card_model")
     )
     rows = []
     for verdict in evaluate_rules(node, cards, seen):

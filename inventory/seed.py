@@ -14,7 +14,17 @@ from typing import Any
 
 from django.db import transaction
 
-from inventory.choices import Airflow, BMCKind, CableKind, Cooling, LeadKind, NodeRole, Phase, PortKind
+from inventory.choices import (
+    Airflow,
+    BMCKind,
+    CableKind,
+    CardStatus,
+    Cooling,
+    LeadKind,
+    NodeRole,
+    Phase,
+    PortKind,
+)
 from inventory.links import P150_QSFP_CHANNELS
 from inventory.models import (
     PSU,
@@ -60,10 +70,34 @@ def _upsert(model_cls: type[Any], lookup: dict[str, Any], /, **defaults: Any) ->
 
 
 def _card(node: Node, model: CardModel, slot: str, **fields: Any) -> Card:
-    card = _upsert(Card, {"node": node, "slot": slot}, card_model=model, **fields)
+    from inventory.lifecycle import card_event_record
+
+    # the lifecycle state is the seed's only on creation: a later seed leaves a burnt-in card accepted
+    status = fields.pop("status", CardStatus.IN_SERVICE)
+    values = {"card_model": model, **fields}
+    card, created = Card.objects.update_or_create(
+        node=node, slot=slot, defaults=values, create_defaults={**values, "status": status}
+    )
+    if created:  # the card's history starts when it joins the inventory
+        card_event_record(card, user=None)
     for t in model.port_templates.all():
         Port.objects.get_or_create(
             card=card, name=t.name, defaults={"node": node, "kind": t.kind, "speed_gbps": t.speed_gbps}
+        )
+    return card
+
+
+def _p150a(node: Node, model: CardModel, psu: PSU, index: int, slot: str, *, awg: int, **fields: Any) -> Card:
+    """A p150a in slot ``index`` of a host, fed by two PCIe 8-pin leads of ``psu`` (through a 12VHPWR
+    adapter, as the guide built it)."""
+    card = _card(node, model, slot, pci_bus_id=f"0000:0{index + 1}:00.0", firmware_version="18.2.0", **fields)
+    for j in (1, 2):
+        _upsert(
+            PowerLead,
+            {"psu": psu, "name": f"PCIe 8-pin #{2 * index + j}"},
+            kind=LeadKind.PCIE_8PIN,
+            card=card,
+            wire_gauge_awg=awg,
         )
     return card
 
@@ -95,6 +129,11 @@ def card_models() -> dict[str, CardModel]:
         cooling=Cooling.ACTIVE,
         min_airflow=Airflow.LIMITED,
         power_connector=LeadKind.HPWR_12V,
+        temperature_limit_c=95,
+        link_gbps_expected=380,
+        packaged_system="Tenstorrent QuietBox",
+        packaged_system_price=Decimal("12000"),
+        packaged_system_cards=4,
     )
     p150b = _upsert(
         CardModel,
@@ -108,6 +147,8 @@ def card_models() -> dict[str, CardModel]:
         cooling=Cooling.PASSIVE,
         min_airflow=Airflow.HIGH,
         power_connector=LeadKind.HPWR_12V,
+        temperature_limit_c=95,
+        link_gbps_expected=380,
     )
     h100 = _upsert(
         CardModel,
@@ -122,6 +163,10 @@ def card_models() -> dict[str, CardModel]:
         cooling=Cooling.PASSIVE,
         min_airflow=Airflow.HIGH,
         power_connector="",
+        temperature_limit_c=87,
+        packaged_system="NVIDIA DGX H100",
+        packaged_system_price=Decimal("300000"),
+        packaged_system_cards=8,
     )
     gb10 = _upsert(
         CardModel,
@@ -135,6 +180,7 @@ def card_models() -> dict[str, CardModel]:
         cooling=Cooling.ACTIVE,
         min_airflow=Airflow.STANDARD,
         power_connector=LeadKind.DC_BARREL,
+        temperature_limit_c=85,
     )
     for model in (p150a, p150b):
         for name, channels in P150_QSFP_CHANNELS.items():
@@ -270,25 +316,10 @@ def seed_rig(models: dict[str, CardModel], chassis: dict[str, ChassisModel]) -> 
         efficiency_pct=93,
         model="Bitmain APW3++ 1600 W",
     )
-    cards: dict[str, Card] = {}
-    for i, letter in enumerate("ABCD"):
-        card = _card(
-            rig,
-            models["p150a"],
-            letter,
-            serial=f"BH150A-24{i + 1:04d}",
-            pci_bus_id=f"0000:0{i + 1}:00.0",
-            firmware_version="18.2.0",
-        )
-        cards[letter] = card
-        for j in (1, 2):
-            _upsert(
-                PowerLead,
-                {"psu": psu, "name": f"PCIe 8-pin #{2 * i + j}"},
-                kind=LeadKind.PCIE_8PIN,
-                card=card,
-                wire_gauge_awg=16,
-            )
+    cards = {
+        letter: _p150a(rig, models["p150a"], psu, i, letter, awg=16, serial=f"BH150A-24{i + 1:04d}")
+        for i, letter in enumerate("ABCD")
+    }
     _upsert(PowerLead, {"psu": psu, "name": "Control board"}, kind=LeadKind.ATX, node=rig)
     for a, ap, b, bp in RIG_MESH:
         _cable(
@@ -607,8 +638,56 @@ def seed_pod_fabric(cluster: Cluster) -> Fabric:
     )
 
 
+#: the second-hand card whose 8-pin lead sags under load: the demo's burn-in rejects it
+BENCH_BAD_LEAD_SERIAL = "BH150A-2E0112"
+
+
+def seed_bench(models: dict[str, CardModel], chassis: dict[str, ChassisModel]) -> Cluster:
+    """A burn-in bench: two second-hand p150a cards, just received, in a Dell R720 on the workshop frame."""
+    site = Site.objects.get(name="Workshop")
+    rack = Rack.objects.get(site=site, name="open-frame-1")
+    cluster = _upsert(
+        Cluster,
+        {"name": "bench"},
+        site=site,
+        backend=Cluster.Backend.SIMULATOR,
+        description="Burn-in bench: second-hand cards run a stress test here before they join a cluster",
+    )
+    bench = _upsert(
+        Node,
+        {"hostname": "bench01"},
+        cluster=cluster,
+        role=NodeRole.COMPUTE,
+        chassis=chassis["r720"],
+        rack=rack,
+        position=9,
+        u_height=2,
+        slurm_name="bench01",
+        purchase_cost=Decimal("250"),
+        notes="Second-hand R720 used as the burn-in host",
+    )
+    psu = _upsert(
+        PSU,
+        {"node": bench, "name": "PSU1"},
+        feed=PowerFeed.objects.get(site=site, name="workshop-c1"),
+        capacity_w=1100,
+        efficiency_pct=92,
+        model="Dell 1100 W",
+    )
+    for i, (letter, serial) in enumerate((("A", "BH150A-2E0107"), ("B", BENCH_BAD_LEAD_SERIAL))):
+        _p150a(
+            bench, models["p150a"], psu, i, letter, awg=18, serial=serial, status=CardStatus.RECEIVED,
+            owner="second-hand lot 3", purchase_cost=Decimal("950"),
+        )  # fmt: skip
+    from inventory.readiness import readiness_evaluate
+
+    readiness_evaluate(bench)
+    return cluster
+
+
 @transaction.atomic
 def seed_demo() -> list[Cluster]:
     models = card_models()
     chassis = chassis_models()
-    return [seed_rig(models, chassis), seed_pod(models, chassis), seed_desk(models, chassis)]
+    rig = seed_rig(models, chassis)
+    return [rig, seed_pod(models, chassis), seed_desk(models, chassis), seed_bench(models, chassis)]

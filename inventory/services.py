@@ -9,23 +9,40 @@ from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
 from inventory.choices import CableStatus
+from inventory.lifecycle import card_event_record
 from inventory.models import Cable, CableTermination, Card, Port
 from portal.models import AuditEntry
 from portal.services import audit_record, instance_save, integrity_error_as_validation, model_snapshot
 
 
 @transaction.atomic
-def card_save(card: Card, *, user: Any) -> Card:
-    """Save a card; a new card gets the ports of its model's port templates."""
+def card_save(card: Card, *, user: Any, reason: str = "") -> Card:
+    """Save a card; a new card gets the ports of its model's port templates.
+
+    The card's history records its arrival and every move to another node or owner (``reason`` says
+    why); its lifecycle state changes only through ``inventory.lifecycle.card_transition``.
+    """
     creating = card._state.adding
+    before = None if creating else Card.objects.select_related("node").filter(pk=card.pk).first()
+    if before is not None and before.status != card.status:
+        raise ValidationError(
+            {"status": [_("The lifecycle changes through a transition (with its reason), not an edit.")]}
+        )
     card = instance_save(card, user=user)
     if creating:
         Port.objects.bulk_create(
             Port(node_id=card.node_id, card=card, name=t.name, kind=t.kind, speed_gbps=t.speed_gbps)
             for t in card.card_model.port_templates.all()
         )
-    elif Port.objects.filter(card=card).exclude(node_id=card.node_id).exists():
+        card_event_record(card, user=user, reason=reason)
+        return card
+    if Port.objects.filter(card=card).exclude(node_id=card.node_id).exists():
         Port.objects.filter(card=card).update(node_id=card.node_id)
+    assert before is not None
+    if before.node_id != card.node_id or before.owner != card.owner:
+        card_event_record(
+            card, user=user, reason=reason, from_node=before.node.hostname, from_owner=before.owner
+        )
     return card
 
 

@@ -3,6 +3,7 @@ from django.urls import path
 from inventory import forms as f
 from inventory import models as m
 from inventory import views as v
+from inventory import views_lifecycle as vl
 from inventory import views_topology as vt
 
 app_name = "inventory"
@@ -70,4 +71,6 @@ urlpatterns = [
     path("power-feeds/<int:pk>/budget/", vt.FeedBudgetPageView.as_view(), name="powerfeed_budget"),
     path("nodes/<int:pk>/power/", vt.NodePowerPageView.as_view(), name="node_power"),
     path("nodes/<int:pk>/readiness/", vt.NodeReadinessPageView.as_view(), name="node_readiness"),
+    path("cards/<int:pk>/transition/", vl.card_transition_view, name="card_transition"),
+    path("cards/<int:pk>/acceptance/", vl.card_acceptance_view, name="card_acceptance"),
 ]

@@ -10,7 +10,7 @@ from django.utils.translation import gettext_lazy as _
 
 from inventory import filters, selectors
 from inventory import forms as f
-from inventory.choices import BMCKind
+from inventory.choices import CARD_OUT_OF_SERVICE, BMCKind
 from inventory.models import (
     PSU,
     Cable,
@@ -27,6 +27,7 @@ from inventory.models import (
 )
 from inventory.readiness import node_readiness
 from inventory.services import cable_connect, cable_update, card_save
+from inventory.views_lifecycle import card_lifecycle_context
 from inventory.views_topology import readiness_badge
 from portal.roles import INFRASTRUCTURE_PERM
 from portal.templatetags.portal_format import ago, decimal_plain, money, number, percent, watts
@@ -192,8 +193,10 @@ class NodeView(ObjectDetailView):
     ]
 
     def extra_context(self, obj: Any) -> dict[str, Any]:
+        cards = list(selectors.card_list().filter(node=obj))
         return {
-            "cards": selectors.card_list().filter(node=obj),
+            "cards": cards,
+            "out_of_service": [c for c in cards if c.status in CARD_OUT_OF_SERVICE],
             "nic_ports": selectors.port_list().filter(node=obj, card__isnull=True),
             "psus": selectors.psu_list().filter(node=obj),
             "readiness": readiness_badge(node_readiness(obj)),
@@ -241,6 +244,39 @@ class CardModelView(ObjectDetailView):
         Column(_("Cooling"), "cooling"),
         Column(_("Minimum airflow"), "min_airflow"),
         Column(_("Power connector"), "power_connector"),
+        Column(_("Temperature limit"), "temperature_limit_c", fmt=lambda v: f"{number(v)} °C"),
+        Column(
+            _("Burn-in"),
+            render=lambda m: (
+                _(
+                    "%(hours)s h; power %(lo)s–%(hi)s %% of TDP, varying at most %(var)s %%; "
+                    "%(margin)s °C under the limit; throttled at most %(thr)s %% of the time"
+                )
+                % {
+                    "hours": number(m.burnin_hours, 2),
+                    "lo": m.burnin_power_min_pct,
+                    "hi": m.burnin_power_max_pct,
+                    "var": number(m.burnin_power_variation_max_pct, 1),
+                    "margin": m.burnin_temperature_margin_c,
+                    "thr": number(m.burnin_throttle_max_pct, 1),
+                }
+            ),
+        ),  # fmt: skip
+        Column(_("Burn-in stress program"), render=lambda m: m.burnin_program or _("the vendor's default")),
+        Column(_("Expected link bandwidth"), "link_gbps_expected", fmt=lambda v: f"{number(v)} Gbit/s"),
+        Column(
+            _("Packaged system"),
+            render=lambda m: (
+                _("%(name)s: %(n)s cards for %(price)s")
+                % {
+                    "name": m.packaged_system or "—",
+                    "n": m.packaged_system_cards,
+                    "price": money(m.packaged_system_price),
+                }
+                if m.packaged_system_price and m.packaged_system_cards
+                else None
+            ),
+        ),
         Column(
             _("Ports"),
             render=lambda m: ", ".join(_port_template_text(t) for t in m.port_templates.all()),
@@ -255,7 +291,8 @@ class CardListView(ObjectListView):
     columns = [
         Column(_("Card"), render=lambda c: c, link=True),
         Column(_("Model"), "card_model"),
-        Column(_("Status"), "status"),
+        Column(_("Lifecycle"), "status"),
+        Column(_("Owner"), "owner"),
         Column(_("Serial"), "serial", order_by="serial"),
         Column(_("PCI bus id"), "pci_bus_id", order_by="pci_bus_id"),
         Column(_("GPU UUID"), "gpu_uuid"),
@@ -270,8 +307,10 @@ class CardView(ObjectDetailView):
         Column(_("Node"), "node"),
         Column(_("Model"), "card_model"),
         Column(_("Slot"), "slot"),
-        Column(_("Status"), "status"),
+        Column(_("Lifecycle"), "status"),
+        Column(_("Owner"), "owner"),
         Column(_("Serial"), "serial"),
+        Column(_("Purchase cost"), "cost", fmt=money),
         Column(_("PCI bus id"), "pci_bus_id"),
         Column(_("GPU UUID"), "gpu_uuid"),
         Column(_("Firmware"), "firmware_version"),
@@ -282,6 +321,7 @@ class CardView(ObjectDetailView):
         return {
             "ports": selectors.port_list().filter(card=obj),
             "leads": selectors.power_lead_list().filter(card=obj),
+            **card_lifecycle_context(obj, self.request.user),
         }
 
 
@@ -416,7 +456,7 @@ class CardEditView(ObjectEditView):
     form_class = f.CardForm
 
     def save(self, form: forms.ModelForm[Any]) -> models.Model:
-        return card_save(form.instance, user=self.request.user)
+        return card_save(form.instance, user=self.request.user, reason=form.cleaned_data.get("reason", ""))
 
 
 class CableEditView(ObjectEditView):

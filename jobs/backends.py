@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db.models import Max
 from django.utils import timezone
 
-from inventory.choices import CardStatus, NodeRole
+from inventory.choices import CARD_SCHEDULABLE, NodeRole
 from inventory.models import Cluster
 from jobs.cluster import (
     ClusterBackend,
@@ -55,10 +55,11 @@ def _gpu_type(name: str) -> str:
 
 
 def simulator_nodes(cluster: Cluster) -> list[SimNode]:
-    """One SimNode per compute node of the cluster: GPUs = its active cards."""
+    """One SimNode per compute node of the cluster: GPUs = its cards Slurm may schedule (burn-in,
+    accepted, in service; rejected and RMA cards are kept out, as a gres.conf without them would)."""
     nodes = []
     for node in cluster.nodes.filter(role=NodeRole.COMPUTE).prefetch_related("cards__card_model"):
-        cards = [c for c in node.cards.all() if c.status == CardStatus.ACTIVE]
+        cards = [c for c in node.cards.all() if c.status in CARD_SCHEDULABLE]
         gpu_type = _gpu_type(cards[0].card_model.name) if cards else "none"
         nodes.append(SimNode(node.effective_slurm_name, gpus=len(cards), gpu_type=gpu_type))
     return nodes

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Max, QuerySet
 from django.utils.translation import gettext_lazy as _
 
-from inventory.models import Cluster, Node
+from inventory.models import Card, Cluster, Node
 from jobs.models import ClusterAccount, JobTemplate, NodeState, Partition
 
 #: The fields a template can preset and lock (names of JobSubmitForm fields).
@@ -302,3 +302,39 @@ class JobTemplateForm(forms.ModelForm[JobTemplate]):
         if unknown:
             raise ValidationError(_("Unknown fields: %(f)s") % {"f": ", ".join(unknown)})
         return defaults
+
+
+class BurnInStartForm(forms.Form):
+    node = forms.ModelChoiceField(
+        label=_("Node"), queryset=Node.objects.filter(cluster__isnull=False).order_by("hostname")
+    )
+    cards = forms.ModelMultipleChoiceField(
+        label=_("Cards"),
+        queryset=Card.objects.select_related("node", "card_model").order_by("node__hostname", "slot"),
+        required=False,
+        help_text=_("Empty: every card of the node that may be burnt in."),
+    )
+    duration_minutes = forms.IntegerField(
+        label=_("Duration (minutes)"),
+        min_value=1,
+        required=False,
+        help_text=_("Empty: the card model's burn-in duration (24 hours unless set otherwise)."),
+    )
+    program = forms.CharField(
+        label=_("Stress program"),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        help_text=_(
+            "Empty: the card model's program, else its vendor's default. The duration in seconds is in $BURNIN_SECONDS."
+        ),
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        node = self.data.get("node") or self.initial.get("node")
+        if node and str(node).isdigit():  # offer only that node's cards (the form opens from its page)
+            field = self.fields["cards"]
+            assert isinstance(field, forms.ModelMultipleChoiceField)
+            field.queryset = (
+                Card.objects.select_related("node", "card_model").filter(node_id=int(node)).order_by("slot")
+            )

@@ -343,3 +343,83 @@ class JobTemplate(models.Model):
     @property
     def can_resume(self) -> bool:
         return bool(self.checkpoint_dir and self.resume_variable)
+
+
+class BurnInStatus(models.TextChoices):
+    PENDING = "pending", _("Pending")
+    RUNNING = "running", _("Running")
+    PASSED = "passed", _("Passed")
+    FAILED = "failed", _("Failed")
+    ERROR = "error", _("Did not run")
+
+
+ACTIVE_BURNIN_STATUSES = (BurnInStatus.PENDING, BurnInStatus.RUNNING)
+
+
+class BurnInRun(models.Model):
+    """A burn-in of some cards of one node: a Slurm job holding them runs a stress program while
+    Rackpilot holds their telemetry against their model's acceptance criteria."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="burnin_runs")
+    cards = models.ManyToManyField("inventory.Card", through="BurnInResult", related_name="burnin_runs")
+    duration_minutes = models.PositiveIntegerField(_("duration (minutes)"))
+    program = models.TextField(_("stress program"))
+    status = models.CharField(
+        _("status"), max_length=16, choices=BurnInStatus.choices, default=BurnInStatus.PENDING, db_index=True
+    )
+    action = models.ForeignKey(Action, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="burnin_runs")
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+    started = models.DateTimeField(_("started"), null=True, blank=True)
+    finished = models.DateTimeField(_("finished"), null=True, blank=True)
+    error = models.TextField(_("error"), blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+        permissions = [("run_burnin", _("Can start burn-in runs"))]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["node"],
+                condition=Q(status__in=["pending", "running"]),
+                name="burnin_one_active_per_node",
+                violation_error_message=_("This node already has a burn-in in progress."),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"burn-in #{self.pk}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_BURNIN_STATUSES
+
+
+class BurnInVerdict(models.TextChoices):
+    PENDING = "pending", _("Pending")
+    PASS = "pass", _("Pass")
+    FAIL = "fail", _("Fail")
+
+
+class BurnInResult(models.Model):
+    """One card's acceptance record from a run: a verdict and each criterion with its measurement."""
+
+    run = models.ForeignKey(BurnInRun, on_delete=models.CASCADE, related_name="results")
+    card = models.ForeignKey("inventory.Card", on_delete=models.CASCADE, related_name="burnin_results")
+    verdict = models.CharField(
+        _("verdict"), max_length=8, choices=BurnInVerdict.choices, default=BurnInVerdict.PENDING
+    )
+    #: [{"key", "status" (pass / fail / unmeasured / not_applicable), "value", "limit", "low", "high",
+    #:   "counts"}], see jobs.burnin.criteria
+    criteria = models.JSONField(default=list, blank=True)
+    samples = models.PositiveIntegerField(_("telemetry samples"), default=0)
+    evaluated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "card__slot"]
+        constraints = [models.UniqueConstraint(fields=["run", "card"], name="burninresult_one_per_card")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}/{self.card_id}: {self.verdict}"

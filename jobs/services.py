@@ -8,7 +8,7 @@ researchers only cancel their own jobs, jobs run as the requester's own cluster 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -287,11 +287,13 @@ def job_submit_check(
     name: str,
     script: str,
     template: JobTemplate | None = None,
+    nodelist: Sequence[str] = (),
     **spec_fields: Any,
 ) -> tuple[ClusterAccount, dict[str, Any]]:
     """Every check a submission passes before anything is written (the form's inline validation runs
     exactly this): returns the user's cluster account and the action's parameters. ``template``: the
-    job template it came from (recorded, so that a resubmission can resume from its checkpoints)."""
+    job template it came from (recorded, so that a resubmission can resume from its checkpoints);
+    ``nodelist`` pins the job to those nodes (a burn-in; not offered to researchers' submissions)."""
     if not user.has_perm(SUBMIT_JOB):
         raise PermissionDenied(_("You may not submit jobs."))
     unknown = sorted(set(spec_fields) - set(SPEC_FIELDS))
@@ -318,6 +320,8 @@ def job_submit_check(
     _check(v.validate_job_name, name, "name")
     if not isinstance(script, str) or not script.startswith("#!"):
         raise ValidationError({"script": [_("A batch script must start with #! and an interpreter.")]})
+    if nodelist:
+        fields["nodelist"] = tuple(nodelist)
     try:
         spec = JobSpec(name=name, script=script, tag="validation", **fields)
         v.validate_job_spec(spec)
@@ -331,7 +335,11 @@ def job_submit_check(
         "cluster_user": account.username,
         "name": name,
         "script": script,
-        "spec": {**fields, "environment": dict(fields.get("environment") or {})},
+        "spec": {
+            **fields,
+            "environment": dict(fields.get("environment") or {}),
+            **({"nodelist": list(nodelist)} if nodelist else {}),
+        },
     }
     if template is not None:
         params["template"] = template.pk
@@ -345,11 +353,18 @@ def job_submit(
     name: str,
     script: str,
     template: JobTemplate | None = None,
+    nodelist: Sequence[str] = (),
     **spec_fields: Any,
 ) -> Action:
     """Validate a job for ``cluster`` and record a submit action run as the user's cluster account."""
     account, params = job_submit_check(
-        user=user, cluster=cluster, name=name, script=script, template=template, **spec_fields
+        user=user,
+        cluster=cluster,
+        name=name,
+        script=script,
+        template=template,
+        nodelist=nodelist,
+        **spec_fields,
     )
     action = Action(kind=ActionKind.SUBMIT, cluster=cluster, params=params, requested_by=user)
     return _create_action(
@@ -448,7 +463,10 @@ def _perform(action: Action, backend: ClusterBackend) -> str:
 
 def _perform_submit(action: Action, backend: ClusterBackend) -> str:
     p = action.params
-    spec = JobSpec(name=p["name"], script=p["script"], tag=str(action.pk), **p.get("spec", {}))
+    fields = dict(p.get("spec", {}))
+    if "nodelist" in fields:
+        fields["nodelist"] = tuple(fields["nodelist"])
+    spec = JobSpec(name=p["name"], script=p["script"], tag=str(action.pk), **fields)
     job_id = backend.submit_job(spec, as_user=p["cluster_user"])  # finds the job a first try created
     job, created = Job.objects.get_or_create(
         cluster_id=action.cluster_id, job_id=job_id,

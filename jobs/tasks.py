@@ -64,3 +64,10 @@ def cluster_sync_all_task() -> None:
 @shared_task(time_limit=60, soft_time_limit=50, ignore_result=True)
 def job_output_refresh_task(job_pk: int) -> None:
     output.job_output_refresh(job_pk)
+
+
+@shared_task(time_limit=120, soft_time_limit=110, ignore_result=True)
+def burnin_advance_all_task() -> list[int]:
+    from jobs.burnin.services import burnin_advance_all
+
+    return burnin_advance_all()

@@ -3,6 +3,7 @@
 from django.urls import path
 
 from jobs import views as v
+from jobs import views_burnin as vb
 
 app_name = "jobs"
 
@@ -21,6 +22,9 @@ urlpatterns = [
     path("actions/<uuid:pk>/", v.action_detail, name="action"),
     path("nodes/", v.node_ops, name="node_ops"),
     path("nodes/<int:pk>/row/", v.node_row, name="node_row"),
+    path("burnin/", vb.burnin_list, name="burnin_list"),
+    path("burnin/start/", vb.burnin_start_view, name="burnin_start"),
+    path("burnin/<int:pk>/", vb.burnin_detail, name="burnin"),
     path("templates/", v.JobTemplateListView.as_view(), name="jobtemplate_list"),
     path("templates/add/", v.JobTemplateEditView.as_view(), name="jobtemplate_add"),
     path("templates/<int:pk>/", v.JobTemplateView.as_view(), name="jobtemplate"),

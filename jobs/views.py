@@ -37,7 +37,14 @@ from jobs.report import services as report_services
 from jobs.report import timeline as tl
 from jobs.report.selectors import job_report_get, report_next_steps
 from monitoring.selectors import job_energy_get
-from portal.views.generic import Column, ObjectDetailView, ObjectEditView, ObjectListView, _add_errors
+from portal.views.generic import (
+    Column,
+    ObjectDetailView,
+    ObjectEditView,
+    ObjectListView,
+    _add_errors,
+    redirect_after_post,
+)
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -303,12 +310,7 @@ def job_submit(request: HtmxHttpRequest) -> HttpResponse:
         else:
             if not validate_only:
                 assert isinstance(action, Action)
-                url = reverse("jobs:action", args=[action.pk])
-                if request.htmx:
-                    response = HttpResponse(status=204)
-                    response["HX-Redirect"] = url
-                    return response
-                return HttpResponseRedirect(url)
+                return redirect_after_post(request, reverse("jobs:action", args=[action.pk]))
     context = {
         "form": form,
         "title": _("Submit a job"),

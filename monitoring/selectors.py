@@ -406,3 +406,59 @@ def alert_activity(*, node_id: int, user: Any, card_id: int | None = None, limit
         "alerts": list(alerts.order_by("status", "-started_at", "-pk")[:limit]),
         "events": list(events[:limit]),
     }
+
+
+def card_window_telemetry(
+    card_ids: Iterable[int], metrics: Iterable[str], start: dt.datetime, end: dt.datetime
+) -> dict[int, dict[str, dict[str, list[tuple[dt.datetime, float]]]]]:
+    """Raw samples of some cards over [start, end): card id -> metric -> labels -> [(ts, value)]
+    (a burn-in's evidence; at most one run's window of a few cards)."""
+    series = list(
+        Series.objects.filter(card_id__in=list(card_ids), metric__in=list(metrics)).values_list(
+            "id", "card_id", "metric", "labels"
+        )
+    )
+    keys = {sid: (card_id, metric, labels) for sid, card_id, metric, labels in series}
+    out: dict[int, dict[str, dict[str, list[tuple[dt.datetime, float]]]]] = {}
+    for sid, ts, value in storage.raw_points(list(keys), start, end):
+        card_id, metric, labels = keys[sid]
+        out.setdefault(card_id, {}).setdefault(metric, {}).setdefault(labels, []).append((ts, value))
+    return out
+
+
+def card_window_events(
+    card_ids: Iterable[int], start: dt.datetime, end: dt.datetime
+) -> dict[int, list[tuple[dt.datetime, str]]]:
+    """card id -> [(ts, kind)] of its events in [start, end], oldest first."""
+    out: dict[int, list[tuple[dt.datetime, str]]] = {}
+    rows = (
+        Event.objects.filter(card_id__in=list(card_ids), ts__gte=start, ts__lte=end)
+        .order_by("ts", "id")
+        .values_list("card_id", "ts", "kind")
+    )
+    for card_id, ts, kind in rows:
+        out.setdefault(card_id, []).append((ts, kind))
+    return out
+
+
+def card_energy_kwh(card_ids: Iterable[int], *, now: dt.datetime | None = None) -> dict[int, float]:
+    """card id -> energy drawn since its telemetry began, in kWh, from the hourly power rollups (and the
+    1-minute ones for the hour not yet rolled up)."""
+    now = now or timezone.now()
+    ids = Series.objects.filter(card_id__in=list(card_ids), metric="power_w").order_by(
+        "card_id", "labels", "id"
+    )
+    by_series: dict[int, int] = {}
+    for sid, card_id in ids.values_list("id", "card_id"):  # one power series per card (the first)
+        if card_id not in by_series.values():
+            by_series[sid] = card_id
+    out = dict.fromkeys(by_series.values(), 0.0)
+    if not by_series:
+        return out
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+    for sid, _b, _mn, avg, _mx in storage.series_buckets(list(by_series), 3600, epoch, hour, 3600):
+        out[by_series[sid]] += avg / 1000
+    for sid, _b, _mn, avg, _mx in storage.series_buckets(list(by_series), 60, hour, now, 60):
+        out[by_series[sid]] += avg / 1000 / 60
+    return out

@@ -24,8 +24,10 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
     OPERATOR: [
         "inventory.view_*",
         "inventory.see_infrastructure",
+        "inventory.move_card",
         "jobs.view_*",
         "jobs.operate_nodes",
+        "jobs.run_burnin",
         "jobs.view_all_jobs",
         "jobs.cancel_any_job",
         "jobs.submit_job",

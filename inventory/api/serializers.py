@@ -4,6 +4,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from inventory.choices import CardStatus
 from inventory.models import (
     PSU,
     Cable,
@@ -19,7 +20,8 @@ from inventory.models import (
     Rack,
     Site,
 )
-from inventory.models.devices import MAX_ETH_CHANNEL
+from inventory.models.devices import BURNIN_CRITERIA_FIELDS, MAX_ETH_CHANNEL
+from inventory.models.lifecycle import CardEvent
 from portal.api.serializers import BriefRelatedField, PortalModelSerializer, brief, object_url_for
 
 BASE = ["id", "url", "display"]
@@ -182,6 +184,10 @@ class CardModelSerializer(PortalModelSerializer):
             "min_airflow",
             "power_connector",
             "pcie_lanes",
+            *BURNIN_CRITERIA_FIELDS,
+            "packaged_system",
+            "packaged_system_price",
+            "packaged_system_cards",
             "port_templates",
             "card_count",
             *STAMPS,
@@ -189,6 +195,19 @@ class CardModelSerializer(PortalModelSerializer):
 
 
 class CardSerializer(PortalModelSerializer):
+    status = serializers.ChoiceField(
+        choices=CardStatus.choices,
+        required=False,
+        help_text="The lifecycle state. Set when the card is added; later it changes only through "
+        "POST .../transition/ (an edit that changes it is refused with a field error).",
+    )
+    cost = serializers.DecimalField(
+        max_digits=12,
+        decimal_places=2,
+        read_only=True,
+        help_text="purchase_cost, else the model's list price.",
+    )
+
     class Meta:
         model = Card
         fields = [
@@ -197,6 +216,9 @@ class CardSerializer(PortalModelSerializer):
             "card_model",
             "slot",
             "status",
+            "owner",
+            "purchase_cost",
+            "cost",
             "serial",
             "pci_bus_id",
             "gpu_uuid",
@@ -310,3 +332,55 @@ class PowerLeadSerializer(PortalModelSerializer):
             "wire_gauge_awg",
             *STAMPS,
         ]
+
+
+class CardTransitionSerializer(serializers.Serializer):
+    to_status = serializers.ChoiceField(choices=CardStatus.choices)
+    reason = serializers.CharField(max_length=500)
+
+
+class CardEventSerializer(serializers.ModelSerializer):
+    from_status = serializers.ChoiceField(
+        choices=[("", ""), *CardStatus.choices], help_text="Empty for a card's arrival and for a move."
+    )
+    to_status = serializers.ChoiceField(choices=CardStatus.choices)
+
+    class Meta:
+        model = CardEvent
+        fields = ["id", "at", "username", "serial", "from_status", "to_status", "from_node", "to_node",
+                  "from_owner", "to_owner", "reason"]  # fmt: skip
+        read_only_fields = fields
+
+
+class PackagedSystemSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    price = serializers.DecimalField(max_digits=12, decimal_places=2)
+    cards = serializers.IntegerField()
+    tflops = serializers.DecimalField(max_digits=12, decimal_places=1)
+    tflops_per_dollar = serializers.FloatField(allow_null=True)
+
+
+class NodeEconomicsSerializer(serializers.Serializer):
+    hostname = serializers.CharField()
+    cards = serializers.IntegerField()
+    cost = serializers.DecimalField(max_digits=14, decimal_places=2)
+    tflops = serializers.DecimalField(max_digits=12, decimal_places=1)
+    tflops_per_dollar = serializers.FloatField(allow_null=True)
+
+
+class CardEconomicsSerializer(serializers.Serializer):
+    """Money in PORTAL_CURRENCY; peak TFLOPS are FP16/BF16 (FP8 where a model has no FP16 figure)."""
+
+    cost = serializers.DecimalField(max_digits=12, decimal_places=2)
+    cost_is_list_price = serializers.BooleanField()
+    energy_kwh = serializers.FloatField()
+    energy_cost = serializers.DecimalField(max_digits=14, decimal_places=4)
+    in_service_hours = serializers.FloatField()
+    cost_per_gpu_hour = serializers.DecimalField(max_digits=14, decimal_places=4, allow_null=True)
+    tflops_fp16_per_dollar = serializers.FloatField(allow_null=True)
+    tflops_fp8_per_dollar = serializers.FloatField(allow_null=True)
+    node = NodeEconomicsSerializer()
+    packaged = PackagedSystemSerializer(allow_null=True)
+    advantage = serializers.FloatField(
+        allow_null=True, help_text="The node's TFLOPS per dollar over the packaged system's."
+    )

@@ -3,16 +3,29 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import models
+from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
+from rest_framework.decorators import action
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from inventory import filters, selectors
 from inventory.api import serializers as s
+from inventory.economics import card_economics
+from inventory.lifecycle import MOVE_CARD, card_event_list, card_transition
 from inventory.models import Cable, Card
 from inventory.services import cable_connect, cable_update, card_save
+from jobs.api.serializers import BurnInResultSerializer
 from jobs.api.views import NodeActionsMixin, TimelineMixin
+from jobs.burnin.selectors import burnin_result_latest
+from portal.api.permissions import HasPerm
 from portal.api.viewsets import PortalModelViewSet
+
+HISTORY_MAX = 200
+AcceptanceSerializer = inline_serializer(
+    "CardAcceptance",
+    {"result": BurnInResultSerializer(allow_null=True), "economics": s.CardEconomicsSerializer()},
+)
 
 
 class SiteViewSet(PortalModelViewSet):
@@ -74,6 +87,36 @@ class CardViewSet(TimelineMixin, PortalModelViewSet):
     def perform_write(self, instance: models.Model) -> models.Model:
         assert isinstance(instance, Card)
         return card_save(instance, user=self.request.user)
+
+    @extend_schema(request=s.CardTransitionSerializer, responses={200: s.CardSerializer}, filters=False)
+    @action(detail=True, methods=["post"], permission_classes=[HasPerm.of(MOVE_CARD)])
+    def transition(self, request: Request, pk: str | None = None) -> Response:
+        """Move the card through its lifecycle (ordered → received → burn-in → accepted / rejected → in
+        service → RMA → retired); a move the lifecycle does not allow is a 400 on ``to_status``."""
+        card = self.get_object()
+        body = s.CardTransitionSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        card_transition(card, user=request.user, **body.validated_data)
+        return Response(self.get_serializer(self.reread(card)).data)
+
+    @extend_schema(responses={200: s.CardEventSerializer(many=True)}, filters=False)
+    @action(detail=True, methods=["get"], pagination_class=None)
+    def history(self, request: Request, pk: str | None = None) -> Response:
+        """The card's history, newest first (by serial too: earlier rows of the same physical card)."""
+        events = card_event_list(self.get_object())[:HISTORY_MAX]
+        return Response(s.CardEventSerializer(events, many=True).data)
+
+    @extend_schema(responses={200: AcceptanceSerializer}, filters=False)
+    @action(detail=True, methods=["get"], pagination_class=None)
+    def acceptance(self, request: Request, pk: str | None = None) -> Response:
+        """The acceptance record of the card's latest burn-in (null before any) and its economics."""
+        card = self.get_object()
+        result = burnin_result_latest(card)
+        data = {
+            "result": BurnInResultSerializer(result, context={"request": request}).data if result else None,
+            "economics": s.CardEconomicsSerializer(card_economics(card)).data,
+        }
+        return Response(data)
 
 
 class PortViewSet(PortalModelViewSet):

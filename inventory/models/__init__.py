@@ -9,6 +9,7 @@ from inventory.models.devices import (
     PortTemplate,
 )
 from inventory.models.fabrics import Fabric, FabricMember, FabricTemplate, MemberRole
+from inventory.models.lifecycle import CardEvent
 from inventory.models.power import PSU, PowerFeed, PowerLead
 from inventory.models.readiness import ReadinessCheck, ReadinessKey, ReadinessStatus
 from inventory.models.sites import Cluster, Rack, Site
@@ -18,6 +19,7 @@ __all__ = [
     "Cable",
     "CableTermination",
     "Card",
+    "CardEvent",
     "CardModel",
     "ChassisModel",
     "Cluster",

@@ -244,6 +244,89 @@ class CardModel(ChangeLoggedModel):
         _("power connector"), max_length=16, choices=LeadKind.choices, blank=True
     )
     pcie_lanes = models.PositiveSmallIntegerField(_("PCIe lanes"), default=16)
+    # -- burn-in acceptance criteria (the spec a second-hand card is held to before it serves) --
+    temperature_limit_c = models.PositiveSmallIntegerField(
+        _("temperature limit (°C)"),
+        null=True,
+        blank=True,
+        validators=[MaxValueValidator(150)],
+        help_text=_("Where the card starts to slow down (tt-smi thm_limit, the GPU's slowdown temperature)."),
+    )
+    burnin_temperature_margin_c = models.PositiveSmallIntegerField(
+        _("burn-in temperature margin (°C)"),
+        default=10,
+        validators=[MaxValueValidator(50)],
+        help_text=_("Under stress the card must stay this far below its limit."),
+    )
+    burnin_power_min_pct = models.PositiveSmallIntegerField(
+        # xgettext:no-python-format
+        _("burn-in power floor (% of TDP)"),
+        default=60,
+        validators=[MaxValueValidator(200)],
+        help_text=_("The stress program must hold the card's average power above this share of its TDP."),
+    )
+    burnin_power_max_pct = models.PositiveSmallIntegerField(
+        # xgettext:no-python-format
+        _("burn-in power ceiling (% of TDP)"),
+        default=105,
+        validators=[MaxValueValidator(200)],
+    )
+    burnin_power_variation_max_pct = models.DecimalField(
+        _("burn-in power variation limit (%)"),
+        max_digits=5,
+        decimal_places=1,
+        default=Decimal("8"),
+        validators=[MinValueValidator(Decimal("0"))],
+        help_text=_(
+            "Largest allowed standard deviation of power under stress, as a share of its mean: "
+            "voltage dips from a bad power lead show as power variation."
+        ),
+    )
+    burnin_throttle_max_pct = models.DecimalField(
+        # xgettext:no-python-format
+        _("burn-in throttling limit (% of samples)"),
+        max_digits=5,
+        decimal_places=1,
+        default=Decimal("5"),
+        validators=[MinValueValidator(Decimal("0")), MaxValueValidator(Decimal("100"))],
+    )
+    burnin_hours = models.DecimalField(
+        _("burn-in duration (hours)"),
+        max_digits=6,
+        decimal_places=2,
+        default=Decimal("24"),
+        validators=[MinValueValidator(Decimal("0.01"))],
+    )
+    burnin_program = models.TextField(
+        _("burn-in stress program"),
+        blank=True,
+        help_text=_(
+            "Shell lines the burn-in job runs; the duration in seconds is in $BURNIN_SECONDS. "
+            "Empty: the vendor's default (gpu-burn for NVIDIA, a tt-burnin loop for Tenstorrent)."
+        ),
+    )
+    link_gbps_expected = models.PositiveIntegerField(
+        _("expected link bandwidth (Gbit/s)"),
+        null=True,
+        blank=True,
+        help_text=_("What a card-to-card bandwidth test should reach (about 380 on the p150a's 800G ports)."),
+    )
+
+    # -- economics: what a packaged system of these cards costs, against a self-built rig --
+    packaged_system = models.CharField(
+        _("packaged system"), max_length=100, blank=True, help_text=_("e.g. Tenstorrent QuietBox.")
+    )
+    packaged_system_price = models.DecimalField(
+        _("packaged system price (USD)"),
+        max_digits=12,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0"))],
+    )
+    packaged_system_cards = models.PositiveSmallIntegerField(
+        _("cards in the packaged system"), null=True, blank=True, validators=[MinValueValidator(1)]
+    )
 
     class Meta:
         verbose_name = _("card model")
@@ -253,6 +336,20 @@ class CardModel(ChangeLoggedModel):
 
     def __str__(self) -> str:
         return f"{self.vendor} {self.name}"
+
+
+#: the card model's editable acceptance criteria (forms and API list them together)
+BURNIN_CRITERIA_FIELDS = (
+    "temperature_limit_c",
+    "burnin_temperature_margin_c",
+    "burnin_power_min_pct",
+    "burnin_power_max_pct",
+    "burnin_power_variation_max_pct",
+    "burnin_throttle_max_pct",
+    "burnin_hours",
+    "burnin_program",
+    "link_gbps_expected",
+)
 
 
 class PortTemplate(models.Model):
@@ -315,9 +412,25 @@ class Card(ChangeLoggedModel):
     )
     slot = models.CharField(_("slot"), max_length=16)
     status = models.CharField(
-        _("status"), max_length=16, choices=CardStatus.choices, default=CardStatus.ACTIVE
+        _("lifecycle"),
+        max_length=16,
+        choices=CardStatus.choices,
+        default=CardStatus.IN_SERVICE,
+        help_text=_("Changed only through a lifecycle transition, which keeps the card's history."),
     )
     serial = models.CharField(_("serial"), max_length=64, blank=True)
+    owner = models.CharField(
+        _("owner"), max_length=100, blank=True, help_text=_("Who holds the card: a team, a lab, a vendor.")
+    )
+    purchase_cost = models.DecimalField(
+        _("purchase cost (USD)"),
+        max_digits=12,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal("0"))],
+        help_text=_("Empty: the model's list price."),
+    )
     pci_bus_id = models.CharField(
         _("PCI bus id"), max_length=16, blank=True, validators=[pci_bus_id_validator]
     )
@@ -329,6 +442,7 @@ class Card(ChangeLoggedModel):
         verbose_name = _("card")
         verbose_name_plural = _("cards")
         ordering = ["node__hostname", "slot"]
+        permissions = [("move_card", _("Can move cards through their lifecycle and between nodes"))]
         constraints = [
             models.UniqueConstraint(
                 fields=["node", "slot"],
@@ -360,6 +474,11 @@ class Card(ChangeLoggedModel):
     @property
     def telemetry_id(self) -> str:
         return self.gpu_uuid or self.pci_bus_id
+
+    @property
+    def cost(self) -> Decimal:
+        """What the card cost: its own purchase cost, else its model's list price."""
+        return self.purchase_cost if self.purchase_cost is not None else self.card_model.list_price
 
 
 class Port(models.Model):

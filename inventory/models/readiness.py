@@ -34,6 +34,7 @@ class ReadinessKey(models.TextChoices):
     CARDS_ENUMERATED = "cards_enumerated", _("Cards enumerated match the inventory")
     LINK_WIDTH = "pcie_link_width", _("PCIe link width")
     COOLING = "cooling", _("Cooling class against the chassis")
+    CARD_LIFECYCLE = "card_lifecycle", _("Cards accepted for service")
 
 
 MANUAL_KEYS = (
@@ -43,7 +44,12 @@ MANUAL_KEYS = (
     ReadinessKey.DRIVER,
     ReadinessKey.FIRMWARE,
 )
-AUTO_KEYS = (ReadinessKey.CARDS_ENUMERATED, ReadinessKey.LINK_WIDTH, ReadinessKey.COOLING)
+AUTO_KEYS = (
+    ReadinessKey.CARDS_ENUMERATED,
+    ReadinessKey.LINK_WIDTH,
+    ReadinessKey.COOLING,
+    ReadinessKey.CARD_LIFECYCLE,
+)
 
 
 class ReadinessCheck(models.Model):

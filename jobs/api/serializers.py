@@ -3,13 +3,19 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils.translation import gettext_lazy as _
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from inventory.models import Cluster, Node
+from inventory.models import Card, Cluster, Node
 from jobs import selectors
+from jobs.burnin.criteria import KEYS as CRITERIA_KEYS
+from jobs.burnin.criteria import STATUSES as CRITERION_STATUSES
+from jobs.burnin.selectors import criterion_rows
 from jobs.models import (
     Action,
     ActionKind,
+    BurnInResult,
+    BurnInRun,
     ClusterAccount,
     Job,
     JobTemplate,
@@ -268,3 +274,70 @@ class TimelineEntrySerializer(serializers.Serializer):
     who = serializers.CharField(help_text="Who asked for an action or made a change.")
     target = serializers.CharField(help_text="The object the entry is about.")
     url = serializers.CharField(allow_null=True, help_text="Its page.")
+
+
+class BurnInCriterionSerializer(serializers.Serializer):
+    """One acceptance criterion: the measured figure against its limit (units: W, °C, %, counts)."""
+
+    key = serializers.ChoiceField(choices=list(CRITERIA_KEYS))
+    label = serializers.CharField()  # type: ignore[assignment]  # a declared field, not Field.label
+    status = serializers.ChoiceField(choices=list(CRITERION_STATUSES))
+    fails = serializers.BooleanField(help_text="Whether this criterion makes the card fail.")
+    value = serializers.FloatField(allow_null=True)
+    limit = serializers.FloatField(allow_null=True)
+    low = serializers.FloatField(allow_null=True)
+    high = serializers.FloatField(allow_null=True)
+    counts = serializers.DictField(child=serializers.IntegerField())
+    state = serializers.CharField(allow_blank=True, help_text="The Slurm state of the stress job.")
+
+
+class BurnInResultSerializer(serializers.ModelSerializer):
+    card = BriefRelatedField(read_only=True)
+    run = serializers.IntegerField(source="run_id", read_only=True)
+    criteria = serializers.SerializerMethodField()
+
+    class Meta:
+        model = BurnInResult
+        fields = ["run", "card", "verdict", "criteria", "samples", "evaluated_at"]
+        read_only_fields = fields
+
+    @extend_schema_field(BurnInCriterionSerializer(many=True))
+    def get_criteria(self, obj: BurnInResult) -> list[dict[str, Any]]:
+        rows = {row["key"]: row for row in criterion_rows(obj)}
+        return [
+            {**dict.fromkeys(("value", "limit", "low", "high")), "counts": {}, "state": "", **x,
+             "label": rows[x["key"]]["label"], "fails": rows[x["key"]]["fails"]}
+            for x in obj.criteria
+            if x["key"] in rows
+        ]  # fmt: skip
+
+
+class BurnInRunSerializer(PortalModelSerializer):
+    node = BriefRelatedField(read_only=True)
+    job = BriefRelatedField(read_only=True)
+    action = BriefRelatedField(read_only=True)
+    results = BurnInResultSerializer(many=True, read_only=True)
+    requested_by = serializers.CharField(source="requested_by.username", read_only=True, default=None)
+
+    class Meta:
+        model = BurnInRun
+        fields = [*BASE, "node", "status", "duration_minutes", "program", "action", "job", "requested_by",
+                  "created", "started", "finished", "error", "results"]  # fmt: skip
+        read_only_fields = fields
+
+
+class BurnInStartSerializer(serializers.Serializer):
+    node = serializers.PrimaryKeyRelatedField(queryset=Node.objects.all())
+    cards = serializers.PrimaryKeyRelatedField(
+        queryset=Card.objects.all(),
+        many=True,
+        required=False,
+        help_text="Empty: every card that may be burnt in.",
+    )
+    duration_minutes = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, help_text="Empty: the card model's burn-in duration."
+    )
+    program = serializers.CharField(
+        required=False, allow_blank=True, trim_whitespace=False, max_length=100_000,
+        help_text="Shell lines; the duration in seconds is in $BURNIN_SECONDS. Empty: the model's or its vendor's default.",
+    )  # fmt: skip

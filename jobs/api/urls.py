@@ -11,5 +11,6 @@ router.register("cluster-accounts", views.ClusterAccountViewSet, basename="clust
 router.register("node-states", views.NodeStateViewSet, basename="nodestate")
 router.register("partitions", views.PartitionViewSet, basename="partition")
 router.register("templates", views.JobTemplateViewSet, basename="jobtemplate")
+router.register("burnin-runs", views.BurnInRunViewSet, basename="burninrun")
 
 urlpatterns = router.urls

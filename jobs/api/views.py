@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import models
@@ -15,6 +16,8 @@ from rest_framework.response import Response
 from inventory.api.serializers import CableSerializer
 from jobs import filters, selectors, services
 from jobs.api import serializers as s
+from jobs.burnin.selectors import burnin_run_list
+from jobs.burnin.services import RUN_BURNIN, burnin_start
 from jobs.models import Action, ActionKind, Job, JobTemplate
 from jobs.output import job_output_get
 from jobs.report import services as report_services
@@ -290,3 +293,34 @@ class NodeActionsMixin:
             permission_classes=[HasPerm.of("jobs.operate_nodes")])  # fmt: skip
     def power_cycle(self, request: Request, pk: str | None = None) -> Response:
         return self._node_action(request, ActionKind.POWER_CYCLE)
+
+
+class BurnInRunViewSet(mixins.CreateModelMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin,
+                       viewsets.GenericViewSet):  # fmt: skip
+    """Burn-in runs: POST starts one (201; the Slurm job is submitted as your cluster account and the run
+    follows it), GET lists them with each card's acceptance record."""
+
+    queryset = burnin_run_list()
+    serializer_class = s.BurnInRunSerializer
+    filterset_fields = ["node", "status"]
+    ordering_fields = ["created", "started", "finished"]
+
+    def get_permissions(self) -> Sequence[Any]:
+        if self.action == "create":
+            return [HasPerm.of(RUN_BURNIN)()]
+        return super().get_permissions()
+
+    @extend_schema(request=s.BurnInStartSerializer, responses={201: s.BurnInRunSerializer})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        body = s.BurnInStartSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        run = burnin_start(
+            user=request.user,
+            node=data["node"],
+            card_ids=[c.pk for c in data.get("cards", [])],
+            duration_minutes=data.get("duration_minutes"),
+            program=data.get("program"),
+        )
+        out = s.BurnInRunSerializer(self.get_queryset().get(pk=run.pk), context={"request": request})
+        return Response(out.data, status=status.HTTP_201_CREATED)

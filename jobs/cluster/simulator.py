@@ -118,7 +118,11 @@ def _default_nodes() -> list[SimNode]:
 
 
 class SimulatedCluster:
-    """In-memory Slurm look-alike for the demo and for tests (same protocol as SlurmBackend)."""
+    """In-memory Slurm look-alike for the demo and for tests (same protocol as SlurmBackend).
+
+    ``users`` are the cluster's Unix accounts (submissions as anyone else fail as sudo would): the
+    researchers alice and bob, as on the loopback lab, and ops, the operators' account (burn-ins).
+    """
 
     def __init__(
         self,
@@ -127,7 +131,7 @@ class SimulatedCluster:
         *,
         seed: int = 0,
         start_time: datetime | None = None,
-        users: Iterable[str] | None = ("alice", "bob"),
+        users: Iterable[str] | None = ("alice", "bob", "ops"),
         auto_advance: float = 0.0,
         min_job_age: float = 600.0,
         reboot_seconds: float = 30.0,
@@ -441,7 +445,9 @@ class SimulatedCluster:
             members = [
                 n
                 for n in self._nodes.values()
-                if job.partition in n.spec.partitions and n.spec.name not in job.spec.exclude
+                if job.partition in n.spec.partitions
+                and n.spec.name not in job.spec.exclude
+                and (not job.spec.nodelist or n.spec.name in job.spec.nodelist)
             ]
             if job.spec.nodes > len(members):
                 job.reason = "PartitionNodeLimit"
@@ -756,6 +762,12 @@ class SimulatedCluster:
                 msg = "Invalid partition name specified"
                 raise TerminalError(f"sbatch: {msg}", slurm_message=msg)
             members = [n for n in self._nodes.values() if partition in n.spec.partitions]
+            unknown = sorted(set(spec.nodelist) - {n.spec.name for n in members})
+            if unknown:
+                msg = "Invalid node name specified"
+                raise TerminalError(f"sbatch: {msg}", slurm_message=msg)
+            if spec.nodelist:
+                members = [n for n in members if n.spec.name in spec.nodelist]
             if spec.gpus and not any(
                 n.spec.gpus >= spec.gpus and (spec.gpu_type in (None, n.spec.gpu_type)) for n in members
             ):

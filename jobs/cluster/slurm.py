@@ -343,6 +343,8 @@ class SlurmBackend:
         if spec.gpus:
             gres = f"gpu:{spec.gpu_type}:{spec.gpus}" if spec.gpu_type else f"gpu:{spec.gpus}"
             argv.append(f"--gres={gres}")
+        if spec.nodelist:
+            argv.append(f"--nodelist={','.join(spec.nodelist)}")
         if spec.time_limit_minutes:
             argv.append(f"--time={spec.time_limit_minutes}")
         if spec.exclude:

@@ -181,6 +181,8 @@ class JobSpec:
     environment: Mapping[str, str] = field(default_factory=dict)
     #: node names the job must not run on (``sbatch --exclude``)
     exclude: Sequence[str] = ()
+    #: run only on these nodes (``--nodelist``): a burn-in holds the cards of one node
+    nodelist: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -142,6 +142,10 @@ def validate_job_spec(spec: JobSpec) -> JobSpec:
         raise ValidationError("exclude must be a list of node names")
     for name in spec.exclude:
         validate_node_name(name)
+    if not isinstance(spec.nodelist, tuple) or len(spec.nodelist) > spec.nodes:
+        raise ValidationError(f"invalid node list (at most one name per node): {spec.nodelist!r}")
+    for name in spec.nodelist:
+        validate_node_name(name)
     for k, v in spec.environment.items():
         validate_env_name(k)
         validate_env_value(v)

@@ -21,6 +21,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from inventory.choices import CARD_SCHEDULABLE
 from inventory.models import Node
 from monitoring import storage
 from monitoring.models import JobEnergy, Series
@@ -107,7 +108,7 @@ def job_energy_estimate(job: Any, *, now: dt.datetime | None = None) -> dict[str
     hardware = Decimal("0")
     per_node = []
     for node in nodes:
-        cards = [c for c in node.cards.all() if c.status == "active"]
+        cards = [c for c in node.cards.all() if c.status in CARD_SCHEDULABLE]
         card_series = [s for s in series if s[1] == node.pk and s[2] == "power_w" and s[3]]
         node_series = [s for s in series if s[1] == node.pk and s[2] == "node_power_w"]
         n_cards = max(len(cards), len(card_series))
@@ -134,7 +135,7 @@ def job_energy_estimate(job: Any, *, now: dt.datetime | None = None) -> dict[str
             host_source = "base_load"
         card_j += node_card_j * share
         host_j += host_node_j * share
-        purchase = node.purchase_cost + sum((c.card_model.list_price for c in cards), Decimal("0"))
+        purchase = node.purchase_cost + sum((c.cost for c in cards), Decimal("0"))
         node_hw = purchase / months / Decimal(str(HOURS_PER_MONTH)) * Decimal(str(hours * share))
         hardware += node_hw
         per_node.append(

@@ -13,7 +13,7 @@ from inventory.models import Cluster
 from jobs.models import ClusterAccount
 from portal.roles import ADMIN, RESEARCHER, roles_sync, user_set_role
 
-from .simulation import DEMO_USERS
+from .simulation import DEMO_ADMIN_ACCOUNT, DEMO_USERS
 
 
 def _password() -> str:
@@ -44,7 +44,7 @@ def demo_users_ensure(credentials_file: Path) -> dict[str, str]:
         bob.set_unusable_password()
         bob.save()
     user_set_role(bob, RESEARCHER)
-    for username, cluster_user in DEMO_USERS:
+    for username, cluster_user in (*DEMO_USERS, ("admin", DEMO_ADMIN_ACCOUNT)):
         user = users.get(username=username)
         for cluster in Cluster.objects.all():
             if not ClusterAccount.objects.filter(cluster=cluster, user=user).exists():

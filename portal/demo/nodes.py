@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from inventory.choices import NodeRole
 from inventory.models import CableTermination, Node
+from inventory.seed import BENCH_BAD_LEAD_SERIAL
 from jobs.models import NodeState
 from portal.demo import render
 from portal.demo.physics import CardSim, card_kind_for
@@ -86,6 +87,7 @@ def node_sims(*, seed: int = 0) -> list[NodeSim]:
                     ambient_c=AMBIENT_C.get(node.cluster.name, 25.0),
                     seed=seed * 1000 + card.pk,
                     link_ports=ports,
+                    lead_fault=card.serial == BENCH_BAD_LEAD_SERIAL,
                 )
             )
         if not cards:

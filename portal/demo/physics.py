@@ -12,6 +12,10 @@ import math
 import random
 from dataclasses import dataclass, field
 
+#: a faulty lead's dips: how often a step sags under load, and to what share of the power
+LEAD_DIP_CHANCE = 0.15
+LEAD_DIP_SHARE = 0.6
+
 
 @dataclass(frozen=True)
 class CardKind:
@@ -69,6 +73,8 @@ class CardSim:
     links_down: set[int] = field(default_factory=set)  # Ethernet channels held down
     link_ports: dict[str, tuple[int, ...]] = field(default_factory=dict)  # cabled port -> its channels
     xid: int = 0
+    #: a bad 8-pin lead: under load the voltage sags now and then and the board power dips with it
+    lead_fault: bool = False
     _rng: random.Random = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -96,6 +102,8 @@ class CardSim:
         self.mem_util = min(1.0, max(0.0, self.util * 0.6 + self._rng.uniform(-0.03, 0.03)))
         target_w = self.kind.idle_w + (self.kind.max_w - self.kind.idle_w) * self.util
         self.power_w += (target_w - self.power_w) * (1.0 - math.exp(-dt / 3.0))
+        if self.lead_fault and self.util > 0.3 and self._rng.random() < LEAD_DIP_CHANCE:
+            self.power_w *= LEAD_DIP_SHARE
         self.temp_c += (self.steady_temp(self.power_w) - self.temp_c) * (
             1.0 - math.exp(-dt / self.kind.tau_s)
         )

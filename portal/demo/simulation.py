@@ -9,7 +9,9 @@ Every tick it
   dcgm-exporter text for one pod node) and feeds that through monitoring's parsers and ingest service;
 * submits a few jobs as the demo researchers (jobs.services.job_submit -> action -> simulator);
 * injects faults in turn: a card overheating on rig01, a QSFP link flapping while a job fails with an
-  NCCL timeout, a pod node going down (and coming back).
+  NCCL timeout, a pod node going down (and coming back);
+* starts a burn-in of the two second-hand cards on the bench (as the demo admin, a few minutes long):
+  one of them has a bad 8-pin lead, its power dips under the stress program and the run rejects it.
 
 On start (:meth:`DemoSimulation.setup`) the simulated clusters continue what the database remembers
 (``PORTAL_SIMULATOR_CONTINUE``, see jobs.backends): a second ``scripts/demo`` goes on with the first
@@ -34,11 +36,13 @@ from django.contrib.auth import get_user_model
 from django.db import DatabaseError
 from django.utils import timezone
 
-from inventory.models import Cluster
+from inventory.choices import CardStatus
+from inventory.models import Cluster, Node
 from jobs import services as job_services
 from jobs.backends import simulator_get, simulator_restored, uses_simulator
+from jobs.burnin.services import burnin_start
 from jobs.cluster import ClusterError
-from jobs.models import ClusterAccount, Job
+from jobs.models import BurnInRun, ClusterAccount, Job
 from monitoring.services import IngestError, telemetry_ingest_text
 from portal.demo.nodes import BUSY_LOAD, DISK_IDLE_IOPS, LoadHint, NodeSim, node_sims, physics_step
 
@@ -82,6 +86,9 @@ JOB_MIX: tuple[DemoJob, ...] = (
 HINTED = {j.name: j for j in JOB_MIX if j.busy_gpus is not None or j.load != BUSY_LOAD}
 
 DEMO_USERS = (("researcher", "alice"), ("bob", "bob"))  # portal user, cluster account
+#: the admin's own cluster account (the burn-in runs as it)
+DEMO_ADMIN_ACCOUNT = "ops"
+BENCH_HOST = "bench01"
 
 
 @dataclass
@@ -96,6 +103,9 @@ class DemoSimulation:
     telemetry_every: float = 5.0
     sync_every: float = 5.0
     energy_every: float = 10.0
+    #: the bench's burn-in: when it starts and how long the stress program runs (24 h in production)
+    burnin_after: float = 40.0
+    burnin_minutes: int = 3
     job_time_scale: float = 1.0  # the jobs' run times (JOB_MIX) times this
     #: the simulated clusters' clock (None: jobs.backends' choice, the wall clock in the demo)
     cluster_clock: Callable[[], datetime] | None = None
@@ -149,6 +159,7 @@ class DemoSimulation:
                 self._guard(f"telemetry {node.hostname}", partial(self._ingest, node))
         self._guard("beat", self._run_beat)
         self._guard("submit", self._maybe_submit)
+        self._guard("burn-in", self._maybe_burnin)
 
     def _guard(self, what: str, fn: Callable[[], object]) -> None:
         try:
@@ -248,6 +259,21 @@ class DemoSimulation:
             time_limit_minutes=60,
         )  # fmt: skip
         self._note(f"{username} submitted {job.name} to {cluster.name}")
+
+    # ------------------------------------------------------------------ burn-in
+    def _maybe_burnin(self) -> None:
+        """Once, after ``burnin_after`` seconds: burn in the bench's received cards as the demo admin."""
+        if self.elapsed < self.burnin_after or self._due.get("burnin") is not None:
+            return
+        self._due["burnin"] = self.elapsed
+        node = Node.objects.filter(hostname=BENCH_HOST).first()
+        admin = get_user_model().objects.filter(username="admin").first()
+        if node is None or admin is None or BurnInRun.objects.filter(node=node).exists():
+            return  # not seeded, or burnt in by an earlier run of the demo
+        if not node.cards.filter(status=CardStatus.RECEIVED).exists():
+            return
+        run = burnin_start(user=admin, node=node, duration_minutes=self.burnin_minutes)
+        self._note(f"admin started burn-in #{run.pk} of {node.hostname} ({self.burnin_minutes} min)")
 
     # ------------------------------------------------------------------ faults
     def _maybe_fault(self) -> None:

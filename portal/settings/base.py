@@ -237,6 +237,11 @@ SPECTACULAR_SETTINGS = {
         "ReadinessStatusEnum": "inventory.models.readiness.ReadinessStatus",
         "ReadinessKeyEnum": "inventory.models.readiness.ReadinessKey",
         "ReadinessSourceEnum": "inventory.models.readiness.ReadinessCheck.Source",
+        "CardStatusEnum": "inventory.choices.CardStatus",
+        "BurnInStatusEnum": "jobs.models.BurnInStatus",
+        "BurnInVerdictEnum": "jobs.models.BurnInVerdict",
+        "BurnInCriterionStatusEnum": "jobs.burnin.criteria.STATUSES",
+        "BurnInCriterionKeyEnum": "jobs.burnin.criteria.KEYS",
     },
 }
 
@@ -279,6 +284,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "task": "jobs.tasks.action_leases_recover_task",
         "schedule": float(env_int("PORTAL_ACTION_LEASE_CHECK_S", 10)),
         "options": {"queue": "polls", "expires": env_int("PORTAL_ACTION_LEASE_CHECK_S", 10)},
+    },
+    # burn-in runs follow their Slurm job and hold the cards' telemetry against their criteria
+    "jobs-burnin-advance": {
+        "task": "jobs.tasks.burnin_advance_all_task",
+        "schedule": 30.0,
+        "options": {"queue": "polls", "expires": 30},
     },
 }
 CELERY_BEAT_SCHEDULE.update(

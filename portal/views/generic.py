@@ -248,13 +248,17 @@ class ObjectEditView(PortalPermissionMixin, View):
                 _add_errors(form, exc)
             else:
                 messages.success(request, _("Saved %(obj)s.") % {"obj": obj})
-                url = object_page_url(obj) or "/"
-                if request.htmx:
-                    response = HttpResponse(status=204)
-                    response["HX-Redirect"] = url
-                    return response
-                return HttpResponseRedirect(url)
+                return redirect_after_post(request, object_page_url(obj) or "/")
         return self._render(request, form, instance, status=400 if request.htmx else 200)
+
+
+def redirect_after_post(request: Any, url: str) -> HttpResponse:
+    """Where a successful form post goes: htmx follows ``HX-Redirect`` (204), a plain post a 302."""
+    if getattr(request, "htmx", False):
+        response = HttpResponse(status=204)
+        response["HX-Redirect"] = url
+        return response
+    return HttpResponseRedirect(url)
 
 
 def _add_errors(form: forms.BaseForm, exc: ValidationError) -> None:

@@ -154,7 +154,7 @@ def test_the_feeder_touches_its_heartbeat_file_only_after_a_round_that_all_succe
     seed_demo()
     alive = tmp_path / "feeder.alive"
     call_command("run_feeder", "--url", live_server.url, "--once", "--heartbeat", str(alive))
-    assert "posted 7/7" in capsys.readouterr().out
+    assert "posted 8/8" in capsys.readouterr().out
     assert alive.exists()
 
     # a round with a refused post leaves the file alone (the health check then goes stale)

@@ -38,7 +38,7 @@ def test_a_round_posts_every_node_with_its_own_token(seeded, client):
     # given a feeder with one token per simulated node
     feeder = Feeder("http://portal.test", send=_client_sender(client))
     feeder.setup()
-    assert NodeToken.objects.filter(name=TOKEN_NAME).count() == len(feeder.nodes) == 7
+    assert NodeToken.objects.filter(name=TOKEN_NAME).count() == len(feeder.nodes) == 8
     # when it posts a round
     statuses = feeder.round(10)
     # then every node's output was accepted and stored against that node
@@ -48,7 +48,7 @@ def test_a_round_posts_every_node_with_its_own_token(seeded, client):
             "series__node__hostname", flat=True
         )
     )
-    assert hosts == {"gb10-a", "gb10-b", "gpu01", "gpu02", "gpu03", "gpu04", "rig01"}
+    assert hosts == {"bench01", "gb10-a", "gb10-b", "gpu01", "gpu02", "gpu03", "gpu04", "rig01"}
 
 
 def test_a_second_feeder_replaces_the_old_tokens(seeded, client):
@@ -59,7 +59,7 @@ def test_a_second_feeder_replaces_the_old_tokens(seeded, client):
     first.setup()
     second = Feeder("http://portal.test", send=_client_sender(client))
     second.setup()
-    assert NodeToken.objects.filter(name=TOKEN_NAME).count() == 7
+    assert NodeToken.objects.filter(name=TOKEN_NAME).count() == 8
     # the first feeder's keys no longer work: nothing it sends is stored
     statuses = first.round(10)
     assert set(statuses.values()) == {401}
@@ -83,5 +83,5 @@ def test_run_feeder_once_over_real_http(seeded, live_server, capsys):
     from monitoring.models import LatestValue
 
     call_command("run_feeder", "--url", live_server.url, "--once")
-    assert "posted 7/7" in capsys.readouterr().out
+    assert "posted 8/8" in capsys.readouterr().out
     assert LatestValue.objects.filter(series__node__hostname="gpu04", series__metric="power_w").count() == 8

@@ -14,6 +14,17 @@ T0 = datetime(2026, 6, 1, 10, 0, tzinfo=UTC)
 @pytest.fixture
 def demo(settings, tmp_path):
     """The seeded demo with its users, an eager Celery and simulators that move only when told."""
+    yield from _demo(settings, tmp_path)
+
+
+@pytest.fixture
+def demo_one_clock(settings, tmp_path):
+    """The same, but the simulated clusters run on the loop's clock, as in the demo (the wall clock):
+    a job's start and end compare with its cards' telemetry."""
+    yield from _demo(settings, tmp_path, one_clock=True)
+
+
+def _demo(settings, tmp_path, *, one_clock=False):
     from inventory.seed import seed_demo
     from jobs.backends import simulator_reset
     from portal.celery import app
@@ -33,6 +44,8 @@ def demo(settings, tmp_path):
     creds = demo_users_ensure(tmp_path / "credentials.json")
     sim = DemoSimulation(seed=1, first_fault_after=10_000)
     sim.clock = lambda: timezone_now(sim)
+    if one_clock:
+        sim.cluster_clock = sim.clock
     sim.setup()
     sim.creds = creds
     yield sim
@@ -85,7 +98,7 @@ def test_users_are_created_once_with_stable_passwords(demo, tmp_path):
     assert authenticate(username="researcher", password=again["researcher"]) is not None
     assert authenticate(username="bob", password="") is None
     assert sorted(ClusterAccount.objects.filter(user__username="researcher").values_list("cluster__name", "username")) == [
-        ("gb10-desk", "alice"), ("h100-pod", "alice"), ("rig-01", "alice"),
+        ("bench", "alice"), ("gb10-desk", "alice"), ("h100-pod", "alice"), ("rig-01", "alice"),
     ]  # fmt: skip
     assert oct((tmp_path / "credentials.json").stat().st_mode & 0o777) == "0o600"
 
@@ -95,7 +108,7 @@ def test_setup_builds_a_card_model_per_inventory_card(demo):
     assert formats == {
         "gb10-a": ("nvidia-smi-csv", 1), "gb10-b": ("nvidia-smi-csv", 1),
         "gpu01": ("nvidia-smi-csv", 8), "gpu02": ("nvidia-smi-csv", 8), "gpu03": ("nvidia-smi-csv", 8),
-        "gpu04": ("dcgm-exporter", 8), "rig01": ("tt-smi", 4),
+        "gpu04": ("dcgm-exporter", 8), "rig01": ("tt-smi", 4), "bench01": ("tt-smi", 2),
     }  # fmt: skip
     rig = next(n for n in demo.nodes if n.hostname == "rig01")
     # the guide's six-cable mesh: every card has three cabled QSFP ports, two Ethernet channels each
@@ -210,3 +223,32 @@ def test_node_down_fault_stops_its_telemetry_until_it_comes_back(demo):
         demo.tick(5)
     assert not Node.objects.get(hostname="gpu03").slurm_state.startswith("down")
     assert any("gpu03: back up" in line for line in demo.log)
+
+
+def test_the_bench_burn_in_rejects_the_card_with_a_bad_lead(demo_one_clock):
+    from inventory.models import Card
+    from jobs.models import BurnInResult, BurnInRun
+
+    # given the bench's two received second-hand cards, one of them on a sagging 8-pin lead
+    assert sorted(Card.objects.filter(node__hostname="bench01").values_list("slot", "status")) == [
+        ("A", "received"), ("B", "received"),
+    ]  # fmt: skip
+    demo = demo_one_clock
+    demo.burnin_after, demo.burnin_minutes = 0.0, 2
+    # when the loop runs until the burn-in's job has ended and the run has its verdicts
+    for _ in range(60):
+        demo.tick(5)
+        run = BurnInRun.objects.filter(node__hostname="bench01").first()
+        if run is not None and not run.is_active:
+            break
+    # then the steady card is accepted and the one whose power dips is rejected, with the evidence
+    assert run is not None and run.status == "failed", (run.error, demo.log[-5:])
+    assert dict(Card.objects.filter(node__hostname="bench01").values_list("slot", "status")) == {
+        "A": "accepted", "B": "rejected",
+    }  # fmt: skip
+    bad = BurnInResult.objects.get(run=run, card__slot="B")
+    stable = next(x for x in bad.criteria if x["key"] == "power_stable")
+    assert stable["status"] == "fail" and stable["counts"]["dips"] >= 1
+    good = BurnInResult.objects.get(run=run, card__slot="A")
+    assert {x["key"]: x["status"] for x in good.criteria}["power_stable"] == "pass"
+    assert any("started burn-in" in line for line in demo.log)

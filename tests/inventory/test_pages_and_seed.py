@@ -33,7 +33,7 @@ def test_seed_demo_twice_gives_the_same_data(db: Any) -> None:
     first = _counts()
     call_command("seed_demo")
     assert _counts() == first
-    assert set(Cluster.objects.values_list("name", flat=True)) == {"rig-01", "h100-pod", "gb10-desk"}
+    assert set(Cluster.objects.values_list("name", flat=True)) == {"rig-01", "h100-pod", "gb10-desk", "bench"}
     rig = Node.objects.get(hostname="rig01")
     assert rig.cards.count() == 4 and {c.card_model.name for c in rig.cards.all()} == {"Blackhole p150a"}
     assert Cable.objects.filter(terminations__port__node=rig).distinct().count() == 6
@@ -74,7 +74,8 @@ def test_detail_pages_and_rack_elevation(client: Any, admin_user: Any) -> None:
     card = Card.objects.select_related("node", "card_model").get(node=rig, slot="A")
     text = page_text(client.get(f"/inventory/cards/{card.pk}/"))
     assert text.startswith(
-        f"Card rig01/A Timeline Edit Delete Node rig01 Model {card.card_model} Slot A Status Active"
+        f"Card rig01/A Timeline Printable acceptance record Edit Delete Node rig01 Model {card.card_model} "
+        "Slot A Lifecycle In service Owner — Serial BH150A-240001 Purchase cost $1,400"
     )
     cable = Cable.objects.get(label="A1-B1")
     text = page_text(client.get(f"/inventory/cables/{cable.pk}/"))

@@ -62,7 +62,12 @@ def test_evaluate_writes_auto_rows_and_only_changes_when_needed(build: Any) -> N
     node = mining_node(build)
     readiness_evaluate(node)
     rows = {r.key: r.status for r in ReadinessCheck.objects.filter(node=node)}
-    assert rows == {"cards_enumerated": "unknown", "pcie_link_width": "warn", "cooling": "warn"}
+    assert rows == {
+        "cards_enumerated": "unknown",
+        "pcie_link_width": "warn",
+        "cooling": "warn",
+        "card_lifecycle": "pass",
+    }
     audits = AuditEntry.objects.count()
     readiness_evaluate(node)
     assert AuditEntry.objects.count() == audits  # unchanged rows are not rewritten

@@ -87,7 +87,7 @@ def test_cluster_power_limit_is_the_one_that_binds(seeded: Any) -> None:
 def test_seed_is_idempotent_for_fabrics_and_readiness(seeded: Any) -> None:
     seed_demo()
     assert Fabric.objects.count() == 2
-    assert ReadinessCheck.objects.filter(node__hostname="rig01").count() == 8  # 5 manual + 3 derived
+    assert ReadinessCheck.objects.filter(node__hostname="rig01").count() == 9  # 5 manual + 4 derived
 
 
 def test_rig_power_budget_holds_four_cards_but_not_a_fifth(seeded: Any) -> None:
