@@ -8,12 +8,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from monitoring import storage
-from monitoring.models import Alert, AlertRule, Event, LatestValue, Series
+from monitoring.models import (
+    Alert,
+    AlertRule,
+    Event,
+    HealthCheck,
+    HealthStatus,
+    LatestValue,
+    NodeHealth,
+    Series,
+)
 
 MAX_POINTS = 11_000
 RESOLUTION_NAMES = {0: "raw", 60: "1m", 3600: "1h"}
@@ -285,3 +294,25 @@ def job_energy_get(job: Any) -> Any:
     from monitoring.models import JobEnergy
 
     return JobEnergy.objects.filter(job=job).first()
+
+
+def health_check_list() -> QuerySet[HealthCheck]:
+    return HealthCheck.objects.select_related("cluster", "card_model").annotate(
+        failing=Count("states", filter=Q(states__status=HealthStatus.FAILING))
+    )
+
+
+def node_health_list() -> QuerySet[NodeHealth]:
+    """Every check's standing on every node, the failing ones first."""
+    return NodeHealth.objects.select_related("node", "health_check").order_by(
+        "status", "node__hostname", "health_check__name"
+    )
+
+
+def node_failing_checks(node_ids: Iterable[int]) -> dict[int, list[str]]:
+    """{node id: names of the health checks failing there}: a node with any is shown unhealthy."""
+    out: dict[int, list[str]] = {}
+    rows = NodeHealth.objects.filter(node_id__in=list(node_ids), status=HealthStatus.FAILING)
+    for node_id, name in rows.order_by("health_check__name").values_list("node_id", "health_check__name"):
+        out.setdefault(node_id, []).append(name)
+    return out

@@ -13,4 +13,10 @@ urlpatterns = [
     path("alert-rules/<int:pk>/", v.AlertRuleView.as_view(), name="alertrule"),
     path("alert-rules/<int:pk>/edit/", v.AlertRuleEditView.as_view(), name="alertrule_edit"),
     path("alert-rules/<int:pk>/delete/", v.AlertRuleDeleteView.as_view(), name="alertrule_delete"),
+    path("health-checks/", v.HealthCheckListView.as_view(), name="healthcheck_list"),
+    path("health-checks/add/", v.HealthCheckEditView.as_view(), name="healthcheck_add"),
+    path("health-checks/<int:pk>/", v.HealthCheckView.as_view(), name="healthcheck"),
+    path("health-checks/<int:pk>/edit/", v.HealthCheckEditView.as_view(), name="healthcheck_edit"),
+    path("health-checks/<int:pk>/delete/", v.HealthCheckDeleteView.as_view(), name="healthcheck_delete"),
+    path("node-health/", v.NodeHealthListView.as_view(), name="nodehealth_list"),
 ]

@@ -7,15 +7,23 @@ from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema, inline_serializer
-from rest_framework import mixins, permissions, serializers, status, viewsets
+from django.utils.translation import gettext as _
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from inventory.models import Node
+from monitoring import selectors
 from monitoring.api.authentication import NodeTokenAuthentication
+from monitoring.api.views import CanIngest
+from monitoring.filters import NodeHealthFilterSet
 from monitoring.health import services as health
 from monitoring.models import HEALTH_CHECK_FIELDS, HealthCheck, NodeHealth, NodeToken
+from portal.api.authentication import TokenAuthentication
 from portal.api.schema import ErrorDetailSerializer
 from portal.api.serializers import PortalModelSerializer
 from portal.api.viewsets import PortalModelViewSet
@@ -46,18 +54,12 @@ class HealthCheckViewSet(PortalModelViewSet):
 class NodeHealthViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     """Each check's standing on each node (failing first)."""
 
+    queryset = NodeHealth.objects.all()  # the model (schema, permissions); rows come from the selector
     serializer_class = NodeHealthSerializer
-    filterset_fields = ["status", "node", "health_check"]
+    filterset_class = NodeHealthFilterSet
 
     def get_queryset(self) -> QuerySet[NodeHealth]:
-        return NodeHealth.objects.select_related("node", "health_check").order_by(
-            "status", "node__hostname", "pk"
-        )
-
-
-class IsNodeAgent(permissions.BasePermission):
-    def has_permission(self, request: Request, view: Any) -> bool:
-        return isinstance(request.auth, NodeToken)
+        return selectors.node_health_list()
 
 
 _Command = inline_serializer(
@@ -75,28 +77,52 @@ _Result = inline_serializer(
 )
 
 
+NODE_PARAMETER = OpenApiParameter(
+    "node", OpenApiTypes.STR, description="The node's hostname (not with a node token: its own node)."
+)
+
+
 class HealthProbeResultsSerializer(serializers.Serializer[Any]):
     results = serializers.ListField(
         child=serializers.DictField(), max_length=100, help_text="[{key, exit_code, stdout, stderr}]"
     )
 
 
-class HealthProbeView(APIView):
-    """For a node's agent (node token): GET the check commands to run (argv lists), POST what they
-    printed; the node's checks are evaluated at once."""
+def _probe_node(request: Request) -> Node | Response:
+    """A node token's own node, or (a user allowed to add telemetry) the node named by ``?node=``."""
+    if isinstance(request.auth, NodeToken):
+        return request.auth.node
+    name = request.query_params.get("node", "")
+    node = Node.objects.filter(hostname=name).first() if name else None
+    if node is None:
+        return Response({"detail": _("Name an existing node with ?node=<hostname>.")}, status=400)
+    return node
 
-    authentication_classes = [NodeTokenAuthentication]
-    permission_classes = [IsNodeAgent]
+
+class HealthProbeView(APIView):
+    """For a node's agent (node token; or a user who may add telemetry, with ``?node=``): GET the
+    check commands to run (argv lists), POST what they printed; the node's checks are evaluated at once."""
+
+    authentication_classes = [NodeTokenAuthentication, TokenAuthentication, SessionAuthentication]
+    permission_classes = [CanIngest]
 
     @extend_schema(
-        responses=inline_serializer(
-            "HealthProbeCommands", {"commands": serializers.ListField(child=_Command)}
-        )
+        parameters=[NODE_PARAMETER],
+        responses={
+            200: inline_serializer(
+                "HealthProbeCommands", {"commands": serializers.ListField(child=_Command)}
+            ),
+            400: ErrorDetailSerializer,
+        },
     )
     def get(self, request: Request) -> Response:
-        return Response({"commands": health.health_probe_commands(request.auth.node)})
+        node = _probe_node(request)
+        if isinstance(node, Response):
+            return node
+        return Response({"commands": health.health_probe_commands(node)})
 
     @extend_schema(
+        parameters=[NODE_PARAMETER],
         request=inline_serializer("HealthProbeResults", {"results": serializers.ListField(child=_Result)}),
         responses={
             202: inline_serializer("HealthProbeStored", {"stored": serializers.IntegerField()}),
@@ -112,9 +138,11 @@ class HealthProbeView(APIView):
         ]
         if bad:
             return Response(
-                {"detail": "each result needs a key (string) and an exit_code (integer)"}, status=400
+                {"detail": _("Each result needs a key (text) and an exit_code (integer).")}, status=400
             )
-        node = request.auth.node
+        node = _probe_node(request)
+        if isinstance(node, Response):
+            return node
         try:
             stored = health.health_probes_store(node, results)
         except DjangoValidationError as exc:

@@ -236,6 +236,7 @@ SPECTACULAR_SETTINGS = {
         "ReadinessStatusEnum": "inventory.models.readiness.ReadinessStatus",
         "ReadinessKeyEnum": "inventory.models.readiness.ReadinessKey",
         "ReadinessSourceEnum": "inventory.models.readiness.ReadinessCheck.Source",
+        "NodeRoleEnum": "inventory.choices.NodeRole",
     },
 }
 
@@ -286,6 +287,9 @@ CELERY_BEAT_SCHEDULE.update(
         "telemetry-rollup": {"task": "monitoring.tasks.telemetry_rollup_task", "schedule": 60.0},
         "telemetry-maintain": {"task": "monitoring.tasks.telemetry_maintain_task", "schedule": 3600.0},
         "telemetry-energy": {"task": "monitoring.tasks.job_energy_pending_task", "schedule": 300.0},
+        # health checks (monitoring.health): judged from what is stored; check commands over SSH
+        "health-evaluate": {"task": "monitoring.tasks.health_evaluate_task", "schedule": 30.0},
+        "health-probe": {"task": "monitoring.tasks.health_probe_all_task", "schedule": 120.0},
     }
 )
 

@@ -11,7 +11,7 @@ from inventory.models import Node
 from inventory.seed import seed_demo
 from jobs.models import Action, ClusterAccount, Job
 from jobs.seed import jobs_seed_templates
-from monitoring.models import Alert, AlertRule
+from monitoring.models import Alert, AlertRule, HealthCheck, NodeHealth
 
 
 @pytest.fixture
@@ -31,3 +31,5 @@ def world(admin_user: Any, operator_user: Any, researcher_user: Any) -> None:
         started_at=timezone.now(),
     )
     Action.objects.create(kind="resume", cluster=cluster, node=node, params={"target": node.hostname})
+    check = HealthCheck.objects.create(name="disk", kind="disk_free", params={"path": "/"})
+    NodeHealth.objects.create(health_check=check, node=node, status="failing", message="/: 2.0% free")
