@@ -18,8 +18,8 @@ from django.utils.translation import gettext_lazy
 
 from monitoring.health import probes
 
-#: (labels, ts, value) of one series' latest value
-Point = tuple[str, dt.datetime, float]
+#: (labels, epoch seconds, value) of one series' latest value
+Point = tuple[str, float, float]
 
 
 @dataclass
@@ -46,11 +46,22 @@ class NodeFacts:
     #: probe key -> (exit code, stdout, ts)
     probes: dict[str, tuple[int, str, dt.datetime]] = field(default_factory=dict)
 
-    def value(self, card_id: int | None, metric: str, now: dt.datetime, max_age_s: float) -> float | None:
-        points = [
-            p for p in self.latest.get((card_id, metric), ()) if (now - p[1]).total_seconds() <= max_age_s
-        ]
-        return max(p[2] for p in points) if points else None
+    #: card id -> epoch seconds of its newest reading of any metric read
+    card_seen: dict[int, float] = field(default_factory=dict)
+    #: the evaluation's time in epoch seconds
+    now_s: float = 0.0
+
+    def value(self, card_id: int | None, metric: str, max_age_s: float) -> float | None:
+        """The highest fresh latest value of ``metric`` (of a card, or of the node itself)."""
+        oldest = self.now_s - max_age_s
+        best = None
+        for _labels, ts, v in self.latest.get((card_id, metric), ()):
+            if ts >= oldest and (best is None or v > best):
+                best = v
+        return best
+
+    def fresh(self, ts: float, max_age_s: float) -> bool:
+        return self.now_s - ts <= max_age_s
 
 
 @dataclass(frozen=True)
@@ -88,12 +99,7 @@ def _cards_enumerated(
     if not cards:
         return None
     age = p["max_age_s"]
-    seen = {
-        cid
-        for (cid, _m), points in node.latest.items()
-        if cid is not None and any((now - ts).total_seconds() <= age for _l, ts, _v in points)
-    }
-    missing = [c for c in cards if c.id not in seen]
+    missing = [c for c in cards if not node.fresh(node.card_seen.get(c.id, 0.0), age)]
     if missing:
         return Result(False, _("%(n)s of %(total)s cards not reporting: %(slots)s") % {
             "n": len(missing), "total": len(cards), "slots": _slots(missing)})  # fmt: skip
@@ -105,13 +111,13 @@ def _pcie_link(
 ) -> Result | None:
     bad, judged = [], 0
     for c in cards:
-        gen = node.value(c.id, "pcie_link_gen", now, p["max_age_s"])
-        width = node.value(c.id, "pcie_link_width", now, p["max_age_s"])
+        gen = node.value(c.id, "pcie_link_gen", p["max_age_s"])
+        width = node.value(c.id, "pcie_link_width", p["max_age_s"])
         if gen is None and width is None:
             continue
         judged += 1
-        want_gen = p["min_gen"] or node.value(c.id, "pcie_link_gen_max", now, p["max_age_s"])
-        want_width = p["min_width"] or node.value(c.id, "pcie_link_width_max", now, p["max_age_s"])
+        want_gen = p["min_gen"] or node.value(c.id, "pcie_link_gen_max", p["max_age_s"])
+        want_width = p["min_width"] or node.value(c.id, "pcie_link_width_max", p["max_age_s"])
         if (want_gen and gen is not None and gen < want_gen) or (
             want_width and width is not None and width < want_width
         ):
@@ -131,8 +137,8 @@ def _ecc(
     bad, judged = [], 0
     ids = {c.id for c in cards}
     for c in cards:
-        value = node.value(c.id, "ecc_uncorrected_total", now, p["max_age_s"])
-        reset = node.value(c.id, "reset_required", now, p["max_age_s"])
+        value = node.value(c.id, "ecc_uncorrected_total", p["max_age_s"])
+        reset = node.value(c.id, "reset_required", p["max_age_s"])
         if value is None and reset is None:
             continue
         judged += 1
@@ -173,8 +179,8 @@ def _temperature(
 ) -> Result | None:
     bad, judged = [], 0
     for c in cards:
-        temp = node.value(c.id, "temperature_c", now, p["max_age_s"])
-        limit = p["limit_c"] or node.value(c.id, "thermal_limit_c", now, p["max_age_s"])
+        temp = node.value(c.id, "temperature_c", p["max_age_s"])
+        limit = p["limit_c"] or node.value(c.id, "thermal_limit_c", p["max_age_s"])
         if temp is None or not limit:
             continue
         judged += 1
@@ -201,7 +207,7 @@ def _tt_heartbeat(
         count, low, high = node.heartbeats.get(c.id, (0, 0.0, 0.0))
         if count < 2 or high <= low:
             bad.append(_("%(slot)s: heartbeat not rising") % {"slot": c.slot})
-        dram = node.value(c.id, "dram_ok", now, p["max_age_s"])
+        dram = node.value(c.id, "dram_ok", p["max_age_s"])
         if dram is not None and dram < 1:
             bad.append(_("%(slot)s: DRAM not trained") % {"slot": c.slot})
     if bad:
@@ -215,7 +221,7 @@ def _link_up(
     down, judged = [], 0
     for cid in [None, *(c.id for c in cards)]:
         for labels, ts, value in node.latest.get((cid, "link_up"), ()):
-            if (now - ts).total_seconds() > p["max_age_s"]:
+            if not node.fresh(ts, p["max_age_s"]):
                 continue
             judged += 1
             if value < 1:
@@ -224,7 +230,7 @@ def _link_up(
     min_bps = p["min_gbps"] * 1e9 / 8
     for labels, ts, value in node.latest.get((None, "net_speed_bytes_per_s"), ()):
         device = labels.partition("device=")[2].split(",")[0]
-        if p["devices"] and device not in p["devices"] or (now - ts).total_seconds() > p["max_age_s"]:
+        if p["devices"] and device not in p["devices"] or not node.fresh(ts, p["max_age_s"]):
             continue
         judged += 1
         if min_bps and value < min_bps:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, Max, Min
 from django.utils import timezone
 
@@ -25,7 +25,15 @@ from inventory.choices import CardStatus, NodeStatus
 from inventory.models import Card, Cluster, Node
 from monitoring.health import probes as probe_cmds
 from monitoring.health.rules import RULES, CardFacts, NodeFacts, params_clean, rule_probes
-from monitoring.models import Event, HealthCheck, HealthProbe, HealthStatus, LatestValue, NodeHealth, Sample
+from monitoring.models import (
+    Event,
+    HealthCheck,
+    HealthProbe,
+    HealthStatus,
+    LatestValue,
+    NodeHealth,
+    Sample,
+)
 from monitoring.signals import telemetry_ingested
 from portal.models import AuditEntry
 from portal.services import audit_record
@@ -79,20 +87,20 @@ def _targets(node_ids: Iterable[int] | None) -> dict[int, Target]:
 
 
 def _read_facts(targets: Mapping[int, Target], checks: Sequence[HealthCheck], now: dt.datetime) -> None:
+    for target in targets.values():
+        target.facts.now_s = now.timestamp()
     kinds = {c.kind for c in checks}
     metrics = sorted({m for k in kinds for m in METRICS_BY_KIND.get(k, ())})
     every_node = len(targets) > 500  # one scan beats a long IN list
     ids = list(targets)
     if metrics:
-        rows = LatestValue.objects.filter(series__metric__in=metrics)
-        if not every_node:
-            rows = rows.filter(series__node_id__in=ids)
-        for nid, cid, metric, labels, ts, value in rows.values_list(
-            "series__node_id", "series__card_id", "series__metric", "series__labels", "ts", "value"
-        ).iterator(chunk_size=20000):
-            target = targets.get(nid)
-            if target is not None:
-                target.facts.latest.setdefault((cid, metric), []).append((labels, ts, value))
+        for nid, cid, metric, labels, epoch, value in _latest_rows(metrics, None if every_node else ids):
+            found = targets.get(nid)
+            if found is not None:
+                facts = found.facts
+                facts.latest.setdefault((cid, metric), []).append((labels, epoch, value))
+                if cid is not None and epoch > facts.card_seen.get(cid, 0.0):
+                    facts.card_seen[cid] = epoch
     windows = [c.params.get("minutes", 0) for c in checks if c.kind == "xid"]
     windows += [c.params.get("window_minutes", 0) for c in checks if c.kind == "ecc"]
     if windows:
@@ -121,6 +129,35 @@ def _read_facts(targets: Mapping[int, Target], checks: Sequence[HealthCheck], no
             "node_id", "key", "exit_code", "stdout", "ts"
         ):
             targets[nid].facts.probes[key] = (code, out, ts)
+
+
+LATEST_SQL = (
+    "SELECT s.node_id, s.card_id, s.metric, s.labels, EXTRACT(EPOCH FROM v.ts)::float8, v.value "
+    "FROM monitoring_latestvalue v JOIN monitoring_series s ON s.id = v.series_id WHERE s.metric = ANY(%s)"
+)
+
+
+def _latest_rows(metrics: list[str], node_ids: list[int] | None) -> Iterable[tuple[Any, ...]]:
+    """(node, card, metric, labels, epoch seconds, value) of the latest values of ``metrics``.
+
+    On PostgreSQL plain SQL: tens of thousands of rows, epoch seconds instead of datetimes, no
+    per-row converters (a third of the time of the queryset). Elsewhere (the demo's SQLite) the ORM."""
+    if connection.vendor == "postgresql":
+        sql, params = LATEST_SQL, list[Any]([metrics])
+        if node_ids is not None:
+            sql, params = sql + " AND s.node_id = ANY(%s)", [metrics, node_ids]
+        with connection.cursor() as cur:
+            cur.execute(sql, params)
+            return cur.fetchall()
+    rows = LatestValue.objects.filter(series__metric__in=metrics)
+    if node_ids is not None:
+        rows = rows.filter(series__node_id__in=node_ids)
+    return [
+        (n, c, m, labels, ts.timestamp(), v)
+        for n, c, m, labels, ts, v in rows.values_list(
+            "series__node_id", "series__card_id", "series__metric", "series__labels", "ts", "value"
+        )
+    ]
 
 
 def _applies(check: HealthCheck, target: Target) -> list[CardFacts] | None:
@@ -159,15 +196,18 @@ def health_evaluate(*, now: dt.datetime | None = None, node_ids: Iterable[int] |
         return report
     _read_facts(targets, checks, now)
     with transaction.atomic():
+        rows = NodeHealth.objects.select_for_update().filter(
+            health_check_id__in=[c.pk for c in checks], node_id__in=list(targets)
+        )
         states = {
-            (s.health_check_id, s.node_id): s
-            for s in NodeHealth.objects.select_for_update().filter(
-                health_check_id__in=[c.pk for c in checks], node_id__in=list(targets)
+            (cid, nid): _Standing(pk, cid, nid, status, streak, message, since)
+            for pk, cid, nid, status, streak, message, since in rows.values_list(
+                "pk", "health_check_id", "node_id", "status", "streak", "message", "changed_at"
             )
         }
-        new: list[NodeHealth] = []
-        changed: list[NodeHealth] = []
-        flipped: list[NodeHealth] = []
+        new: list[_Standing] = []
+        changed: list[_Standing] = []
+        flipped: list[_Standing] = []
         for check in checks:
             rule = RULES[check.kind]
             for target in targets.values():
@@ -179,27 +219,30 @@ def health_evaluate(*, now: dt.datetime | None = None, node_ids: Iterable[int] |
                     continue
                 report.evaluated += 1
                 state = states.get((check.pk, target.node_id))
-                fresh = state is None
                 if state is None:
-                    state = NodeHealth(health_check=check, node_id=target.node_id, changed_at=now)
+                    state = _Standing(None, check.pk, target.node_id, HealthStatus.PASSING, 0, "", now)
                     states[(check.pk, target.node_id)] = state
                     new.append(state)
                 before = state.status
-                if _damp(state, check, result.ok, result.message, now) and not fresh:
+                if _damp(state, check, result.ok, result.message, now) and state.pk is not None:
                     changed.append(state)
                 if state.status != before:
                     flipped.append(state)
-        NodeHealth.objects.bulk_create(new)
-        NodeHealth.objects.bulk_update(changed, ["status", "streak", "message", "changed_at"])
+        created = NodeHealth.objects.bulk_create([s.row() for s in new])
+        for standing, made in zip(new, created, strict=True):
+            standing.pk = made.pk
+        NodeHealth.objects.bulk_update(
+            [s.row() for s in changed], ["status", "streak", "message", "changed_at"]
+        )
         by_pk = {c.pk: c for c in checks}
         for state in flipped:
-            check = by_pk[state.health_check_id]
+            check = by_pk[state.check_id]
             host = targets[state.node_id].hostname
             report.transitions.append((host, check.name, state.status))
             audit_record(
                 user=None,
                 action=AuditEntry.Action.ACTION,
-                instance=state,
+                instance=state.row(),
                 after={"check": check.name, "node": host, "status": state.status, "message": state.message},
                 message=f"health {state.status}: {check.name} on {host}",
             )
@@ -214,7 +257,31 @@ def health_evaluate(*, now: dt.datetime | None = None, node_ids: Iterable[int] |
     return report
 
 
-def _damp(state: NodeHealth, check: HealthCheck, ok: bool, message: str, now: dt.datetime) -> bool:
+@dataclass
+class _Standing:
+    """A NodeHealth row as plain values (thousands are read per evaluation, few are written)."""
+
+    pk: int | None
+    check_id: int
+    node_id: int
+    status: str
+    streak: int
+    message: str
+    changed_at: dt.datetime | None
+
+    def row(self) -> NodeHealth:
+        return NodeHealth(
+            pk=self.pk,
+            health_check_id=self.check_id,
+            node_id=self.node_id,
+            status=self.status,
+            streak=self.streak,
+            message=self.message,
+            changed_at=self.changed_at,
+        )
+
+
+def _damp(state: _Standing, check: HealthCheck, ok: bool, message: str, now: dt.datetime) -> bool:
     """Apply one result; True when the row changed. The status turns after ``consecutive`` results
     against it in a row; a result agreeing with it resets the streak."""
     observed = HealthStatus.PASSING if ok else HealthStatus.FAILING
@@ -231,7 +298,7 @@ def _damp(state: NodeHealth, check: HealthCheck, ok: bool, message: str, now: dt
 
 def _drain_and_resume(
     checks: Sequence[HealthCheck],
-    states: Mapping[tuple[int, int], NodeHealth],
+    states: Mapping[tuple[int, int], _Standing],
     targets: Mapping[int, Target],
     report: HealthReport,
 ) -> None:
