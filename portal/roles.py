@@ -26,6 +26,7 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
         "inventory.see_infrastructure",
         "jobs.view_*",
         "jobs.operate_nodes",
+        "jobs.run_runbook",
         "jobs.view_all_jobs",
         "jobs.cancel_any_job",
         "jobs.submit_job",

@@ -65,7 +65,7 @@ __all__ = [
     "redfish_reset",
 ]
 
-_SLURM_OPTIONS = ("slurm_conf", "use_sudo_for_admin", "timeout", "default_work_dir")
+_SLURM_OPTIONS = ("slurm_conf", "use_sudo_for_admin", "timeout", "default_work_dir", "node_prefix")
 
 
 def get_backend(kind: str, **config: Any) -> ClusterBackend:

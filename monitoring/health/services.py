@@ -248,6 +248,7 @@ def health_evaluate(*, now: dt.datetime | None = None, node_ids: Iterable[int] |
             )
         touched = {s.node_id for s in flipped}
         _drain_and_resume(checks, states, targets, report)
+        _start_runbooks([(s.node_id, by_pk[s.check_id]) for s in flipped if s.status == HealthStatus.FAILING])
     if touched:
         transaction.on_commit(
             lambda: telemetry_ingested.send(
@@ -314,7 +315,14 @@ def _drain_and_resume(
             judged.add(node_id)
             if state.status == HealthStatus.FAILING:
                 failing[node_id].append(draining[check_id].name)
-    for node_id in sorted(judged):
+    from jobs.models import ACTIVE_RUN_STATUSES, RunbookRun
+
+    remediating = set(
+        RunbookRun.objects.filter(node_id__in=judged, status__in=ACTIVE_RUN_STATUSES).values_list(
+            "node_id", flat=True
+        )
+    )
+    for node_id in sorted(judged - remediating):  # a runbook at work drains and resumes the node itself
         target = targets[node_id]
         drained = target.slurm_state in DRAINED_STATES
         ours = target.slurm_reason.startswith(DRAIN_PREFIX.rstrip())
@@ -340,6 +348,16 @@ def _drain_and_resume(
             continue
         if not getattr(action, "reused", False):
             done.append(target.hostname)
+
+
+def _start_runbooks(failed: Sequence[tuple[int, HealthCheck]]) -> None:
+    """Checks that turned failing start the runbook their kind triggers (jobs.runbooks)."""
+    if not failed:
+        return
+    from jobs.runbooks import runbook_start_for_check
+
+    for node_id, check in failed:
+        runbook_start_for_check(node_id, check.kind, check.name)
 
 
 def _node(pk: int) -> Node:
@@ -426,3 +444,64 @@ def health_probe_cluster(
         runner.close()
     report = health_evaluate(node_ids=[n.pk for n in nodes])
     return {"cluster": cluster.name, "errors": errors, "transitions": report.transitions}
+
+
+# -- for runbooks (jobs.runbooks) --------------------------------------------------------------------
+def health_verify(
+    node_id: int, *, since: dt.datetime, now: dt.datetime | None = None
+) -> tuple[bool | None, str]:
+    """Whether the node is healthy again after a remediation that ended at ``since``: every active
+    card reported after it (enumeration: a card that did not come back after a reset never does),
+    and every enabled check that applies passes on those readings, undamped. (None, why): not yet
+    known (no fresh readings yet); the runbook step looks again until its timeout."""
+    now = now or timezone.now()
+    targets = _targets([node_id])
+    target = targets.get(node_id)
+    if target is None:
+        return False, "node not found"
+    checks = list(HealthCheck.objects.filter(enabled=True).order_by("pk"))
+    for check in checks:
+        check.params = params_clean(check.kind, check.params)
+    _read_facts(targets, checks, now)
+    silent = [
+        c.slot for c in target.facts.cards if target.facts.card_seen.get(c.id, 0.0) <= since.timestamp()
+    ]
+    if silent:
+        return None, f"no reading since {since:%H:%M:%S} from cards {', '.join(silent)}"
+    failed, passed = [], 0
+    for check in checks:
+        cards = _applies(check, target)
+        if cards is None:
+            continue
+        result = RULES[check.kind].evaluate(check.params, target.facts, cards, now)
+        if result is None:
+            continue
+        if result.ok:
+            passed += 1
+        else:
+            failed.append(f"{check.name}: {result.message}")
+    if failed:
+        return False, "; ".join(failed)
+    return True, f"{len(target.facts.cards)} cards report; {passed} checks pass"
+
+
+def health_verified(node_id: int, *, note: str) -> int:
+    """A remediation verified the node: its failing standings turn passing now (without waiting
+    for the damping streak, which would drain the node again right after its resume)."""
+    rows = list(
+        NodeHealth.objects.filter(node_id=node_id, status=HealthStatus.FAILING).select_related("health_check")
+    )
+    now = timezone.now()
+    for row in rows:
+        row.status, row.streak, row.changed_at, row.message = HealthStatus.PASSING, 0, now, note
+        row.save(update_fields=["status", "streak", "changed_at", "message"])
+        audit_record(user=None, action=AuditEntry.Action.ACTION, instance=row,
+                     after={"check": row.health_check.name, "status": row.status, "message": note},
+                     message=f"health passing: {row.health_check.name} ({note})")  # fmt: skip
+    if rows:
+        transaction.on_commit(
+            lambda: telemetry_ingested.send(
+                sender=NodeHealth, node_ids={node_id}, card_ids=set(), alert_ids=set()
+            )
+        )
+    return len(rows)

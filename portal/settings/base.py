@@ -275,6 +275,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "options": {"queue": "polls", "expires": env_int("PORTAL_SYNC_INTERVAL", 15)},
     },
     # running actions whose worker stopped renewing the lease are enqueued again (jobs.leases)
+    # runbook runs (jobs.runbooks) are moved on: waits judged, steps of lost workers picked up
+    "jobs-runbooks": {
+        "task": "jobs.tasks.runbook_runs_advance_task",
+        "schedule": 10.0,
+        "options": {"queue": "polls", "expires": 10},
+    },
     "jobs-action-leases": {
         "task": "jobs.tasks.action_leases_recover_task",
         "schedule": float(env_int("PORTAL_ACTION_LEASE_CHECK_S", 10)),
