@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -33,6 +34,7 @@ from jobs.models import (
     Action,
     ActionKind,
     ActionStatus,
+    NodeState,
     Runbook,
     RunbookRun,
     RunStatus,
@@ -334,8 +336,16 @@ def _start_step(run: RunbookRun, step: dict[str, Any], node: Node, *, now: dt.da
     elif kind == ActionKind.REBOOT:
         # back "down" after the reboot: out of service until verified and resumed
         params.update(asap=False, next_state="down", reason=f"{REASON_PREFIX}{run.runbook.name}"[:200])
-    elif kind == ActionKind.RESET_CARDS:
-        params.update(host=node.hostname, commands=[reset_argv(c) for c in _cards(node, run.cards or None)])
+    if kind in (ActionKind.REBOOT, ActionKind.POWER_CYCLE):
+        # the boot time Slurm showed before: the verify step after it waits for a new one
+        state = NodeState.objects.filter(node=node).values_list("boot_time", flat=True).first()
+        params["boot_before"] = state.isoformat() if state else ""
+    if kind == ActionKind.RESET_CARDS:
+        params.update(
+            host=node.hostname,
+            commands=[reset_argv(c) for c in _cards(node, run.cards or None)],
+            sudo=bool(settings.PORTAL_CARD_RESET_SUDO),
+        )
     engine = kind in ENGINE_ACTION_KINDS
     if node.cluster_id is None:  # taken out of its cluster meanwhile: nothing can run there
         return None
@@ -379,8 +389,9 @@ def _judge(
     if action.kind == ActionKind.VERIFY:
         from monitoring.health.services import health_verify
 
-        if node.slurm_state == "reboot":
-            return None, "Slurm: rebooting"
+        booted = _booted_since_restart(run, action, node)
+        if booted is not None:
+            return None, booted
         ok, seen = health_verify(node.pk, since=run.step_started or now, now=now)
         # cards take a while to come back (a heartbeat needs two readings): a check that fails
         # now is looked at again until the step's timeout, which then fails it with what was seen
@@ -390,6 +401,20 @@ def _judge(
 
     runbook_alert(node, f"{run.runbook.name} could not heal {node.hostname}; tried:\n{run.summary}")
     return True, "alert raised"
+
+
+def _booted_since_restart(run: RunbookRun, action: Action, node: Node) -> str | None:
+    """After a reboot or power cycle step: why the node is not back yet (None: it is, or there was none)."""
+    previous = Action.objects.filter(run=run).exclude(pk=action.pk).order_by("-created").first()
+    if previous is None or previous.kind not in (ActionKind.REBOOT, ActionKind.POWER_CYCLE):
+        return None
+    state = NodeState.objects.filter(node=node).values_list("boot_time", "flags", "display_state").first()
+    boot, flags, shown = state if state else (None, [], "")
+    if boot is None or boot.isoformat() == previous.params.get("boot_before", ""):
+        return "waiting for the node to boot (Slurm's boot time has not changed)"
+    if shown == "reboot" or "NOT_RESPONDING" in (flags or []):
+        return f"waiting for the node to answer Slurm ({shown})"
+    return None
 
 
 def _finish_engine(action: Action, ok: bool, text: str, now: dt.datetime) -> None:

@@ -383,7 +383,9 @@ def _perform_reset(action: Action, backend: ClusterBackend) -> str:
     output. (tt-smi may exit 0 on a failed reset: the runbook's verify step judges the outcome.)"""
     lines = []
     for argv in action.params.get("commands", []):
-        res = backend.run_on_node(action.params["host"], argv, timeout=120.0, sudo=True)
+        res = backend.run_on_node(
+            action.params["host"], argv, timeout=120.0, sudo=action.params.get("sudo", True)
+        )
         text = (res.stdout + res.stderr).strip()
         lines.append(f"$ {' '.join(argv)}  (exit {res.exit_code})" + (f"\n{text[-2000:]}" if text else ""))
         if res.exit_code != 0:

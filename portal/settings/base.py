@@ -359,6 +359,9 @@ PORTAL_TELEMETRY_NODE_PREFIX = [
     for a in env("PORTAL_TELEMETRY_NODE_PREFIX", "ssh -o BatchMode=yes -o ConnectTimeout=5 {host}").split()
     if a
 ]
+# card resets of runbooks run as root on the node (sudo -n there); off where the service account
+# itself may reset (the loopback lab's stand-in tool)
+PORTAL_CARD_RESET_SUDO = env_bool("PORTAL_CARD_RESET_SUDO", True)
 PORTAL_TELEMETRY_PULL_TOOLS = [
     t.strip()
     for t in env("PORTAL_TELEMETRY_PULL_TOOLS", "nvidia-smi,tt-smi,ipmitool,dcgm-exporter").split(",")
