@@ -26,6 +26,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from inventory.choices import BMCKind, CardStatus
 from inventory.models import Card, Node
@@ -56,6 +57,17 @@ STEP_KINDS: dict[str, str] = {
     "reboot": ActionKind.REBOOT,
     "power_cycle": ActionKind.POWER_CYCLE,
     "give_up": ActionKind.GIVE_UP,
+}
+#: what each kind of step does, in words (pages)
+STEP_LABELS = {
+    "drain": gettext_lazy("Drain"),
+    "wait_idle": gettext_lazy("Wait until no job runs"),
+    "reset_cards": gettext_lazy("Reset the cards"),
+    "verify": gettext_lazy("Verify: the cards report and the health checks pass"),
+    "resume": gettext_lazy("Resume"),
+    "reboot": gettext_lazy("Reboot"),
+    "power_cycle": gettext_lazy("Power cycle through the BMC"),
+    "give_up": gettext_lazy("Leave drained and raise an alert"),
 }
 CONDITIONS = {"has_bmc": lambda node: node.bmc_kind != BMCKind.NONE and bool(node.bmc_address)}
 

@@ -289,3 +289,54 @@ def test_the_api_starts_dry_runs_and_cancels(rig, api_as, operator_user, researc
     }
     cancelled = api.post(f"/api/jobs/runbook-runs/{made.json()['id']}/cancel/")
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+
+
+def test_the_pages_dry_run_start_and_cancel(rig, client, operator_user, researcher_user, admin_user) -> None:
+    from django.test import Client
+
+    runbook = runbooks.runbook_ensure_default()
+    client.force_login(operator_user)
+    url = f"/jobs/nodes/{rig.pk}/runbook/"
+    dry = client.post(url, {"runbook": runbook.pk, "dry_run": "1"})
+    assert dry.status_code == 200 and b"tt-smi -r 0000:01:00.0" in dry.content
+    assert not RunbookRun.objects.exists()
+    started = client.post(url, {"runbook": runbook.pk, "reason": "Xid 79 on card 1"})
+    run = RunbookRun.objects.get()
+    assert started.status_code == 302 and started["Location"] == f"/jobs/runbook-runs/{run.pk}/"
+    page = client.get(started["Location"])
+    assert page.status_code == 200 and b"Xid 79 on card 1" in page.content
+    again = client.post(url, {"runbook": runbook.pk})
+    assert again.status_code == 400 and b"A runbook is already running on this node." in again.content
+    cancelled = client.post(f"/jobs/runbook-runs/{run.pk}/cancel/", HTTP_HX_REQUEST="true")
+    assert cancelled.status_code == 200
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+    # a researcher may not start one; the list and the runbook pages answer their readers
+    other = Client()
+    other.force_login(researcher_user)
+    assert other.post(url, {"runbook": runbook.pk}).status_code == 403
+    assert RunbookRun.objects.count() == 1
+    admin = Client()
+    admin.force_login(admin_user)
+    for path in (
+        "/jobs/runbook-runs/",
+        "/jobs/runbooks/",
+        f"/jobs/runbooks/{runbook.pk}/",
+        f"/jobs/runbooks/{runbook.pk}/edit/",
+    ):
+        assert admin.get(path).status_code == 200, path
+
+
+def test_bulk_node_operations_start_one_run_per_node(sim_cluster, rig, operator_user, client) -> None:
+    runbook = runbooks.runbook_ensure_default()
+    other = sim_cluster.nodes.get(slurm_name="node2")
+    client.force_login(operator_user)
+    res = client.post(
+        "/jobs/nodes/", {"operation": "runbook", "runbook": runbook.pk, "nodes": [rig.pk, other.pk]}
+    )
+    # node2's cards have no bus id to reset them by: it is refused, node1 still starts
+    assert res.status_code == 200
+    assert list(RunbookRun.objects.values_list("node__slurm_name", flat=True)) == ["node1"]
+    assert b"has no PCI bus id to reset it by" in res.content
+    missing = client.post("/jobs/nodes/", {"operation": "runbook", "nodes": [rig.pk]})
+    assert missing.status_code == 400 and b"Choose the runbook to run." in missing.content
