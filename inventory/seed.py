@@ -15,6 +15,7 @@ from typing import Any
 from django.db import transaction
 
 from inventory.choices import Airflow, BMCKind, CableKind, Cooling, LeadKind, NodeRole, Phase, PortKind
+from inventory.links import P150_QSFP_CHANNELS
 from inventory.models import (
     PSU,
     Cable,
@@ -136,9 +137,13 @@ def card_models() -> dict[str, CardModel]:
         power_connector=LeadKind.DC_BARREL,
     )
     for model in (p150a, p150b):
-        for i in range(1, 5):
+        for name, channels in P150_QSFP_CHANNELS.items():
             _upsert(
-                PortTemplate, {"card_model": model, "name": f"QSFP{i}"}, kind=PortKind.QSFP_DD, speed_gbps=800
+                PortTemplate,
+                {"card_model": model, "name": name},
+                kind=PortKind.QSFP_DD,
+                speed_gbps=800,
+                eth_channels=list(channels),
             )
     return {"p150a": p150a, "p150b": p150b, "h100": h100, "gb10": gb10}
 

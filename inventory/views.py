@@ -19,6 +19,7 @@ from inventory.models import (
     Cluster,
     Node,
     Port,
+    PortTemplate,
     PowerFeed,
     PowerLead,
     Rack,
@@ -217,6 +218,15 @@ class CardModelListView(ObjectListView):
     ]
 
 
+def _port_template_text(t: PortTemplate) -> str:
+    text = f"{t.name} {t.get_kind_display()} {t.speed_gbps}G"
+    if t.eth_channels:
+        text += " " + _("(Ethernet channels %(channels)s)") % {
+            "channels": ", ".join(map(str, t.eth_channels))
+        }
+    return text
+
+
 class CardModelView(ObjectDetailView):
     model = CardModel
     queryset = selectors.card_model_list
@@ -233,9 +243,7 @@ class CardModelView(ObjectDetailView):
         Column(_("Power connector"), "power_connector"),
         Column(
             _("Ports"),
-            render=lambda m: ", ".join(
-                f"{t.name} {t.get_kind_display()} {t.speed_gbps}G" for t in m.port_templates.all()
-            ),
+            render=lambda m: ", ".join(_port_template_text(t) for t in m.port_templates.all()),
         ),
     ]
 

@@ -349,15 +349,12 @@ LINK_UP = "link_up"
 
 def port_link_up(port_ids: Iterable[int]) -> dict[int, bool]:
     """{port id: the port's latest ``link_up``} for the ports with such telemetry: the series of the
-    port's card (or of its node, for node ports) whose ``port`` label names the port. A port
-    reported by several series (chips, lanes) is up only when all of them are."""
-    from inventory.models import Port
+    port's card (or of its node, for node ports) whose ``port`` label names the port or one of its
+    Ethernet channels (inventory.links). A port reported by several series (channels, chips, lanes)
+    is up only when all of them are."""
+    from inventory.links import port_keys
 
-    ports: dict[tuple[int, int | None, str], int] = {}
-    for pk, node_id, card_id, name in Port.objects.filter(pk__in=list(port_ids)).values_list(
-        "pk", "node_id", "card_id", "name"
-    ):
-        ports[(node_id, card_id, name.lower())] = pk
+    ports = port_keys(port_ids)
     if not ports:
         return {}
     out: dict[int, bool] = {}
@@ -378,14 +375,11 @@ LINK_DOWN_EVENTS = frozenset({"link_down"})
 
 def port_link_alerts(port_ids: Iterable[int]) -> set[int]:
     """The ports (of ``port_ids``) with a firing link-down alert: the alert's node and card are the
-    port's and its ``port`` label names it (``n<node>/<card ref>/<labels>`` targets)."""
-    from inventory.models import Port
+    port's and its ``port`` label names it or one of its channels (``n<node>/<card ref>/<labels>``
+    targets)."""
+    from inventory.links import port_keys
 
-    ports: dict[tuple[int, int | None, str], int] = {}
-    for pk, node_id, card_id, name in Port.objects.filter(pk__in=list(port_ids)).values_list(
-        "pk", "node_id", "card_id", "name"
-    ):
-        ports[(node_id, card_id, name.lower())] = pk
+    ports = port_keys(port_ids)
     if not ports:
         return set()
     out: set[int] = set()

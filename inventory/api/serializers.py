@@ -19,6 +19,7 @@ from inventory.models import (
     Rack,
     Site,
 )
+from inventory.models.devices import MAX_ETH_CHANNEL
 from portal.api.serializers import BriefRelatedField, PortalModelSerializer, brief, object_url_for
 
 BASE = ["id", "url", "display"]
@@ -136,16 +137,28 @@ class NodeSerializer(PortalModelSerializer):
         infrastructure_fields = ["bmc_kind", "bmc_address", "bmc_username", "bmc_password"]
 
 
+def eth_channels_field() -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.IntegerField(min_value=0, max_value=MAX_ETH_CHANNEL),
+        required=False,
+        help_text=str(PortTemplate._meta.get_field("eth_channels").help_text),
+    )
+
+
 class PortTemplateSerializer(PortalModelSerializer):
+    eth_channels = eth_channels_field()
+
     class Meta:
         model = PortTemplate
-        fields = [*BASE, "card_model", "name", "kind", "speed_gbps"]
+        fields = [*BASE, "card_model", "name", "kind", "speed_gbps", "eth_channels"]
 
 
 class NestedPortTemplateSerializer(serializers.ModelSerializer):
+    eth_channels = eth_channels_field()
+
     class Meta:
         model = PortTemplate
-        fields = ["id", "name", "kind", "speed_gbps"]
+        fields = ["id", "name", "kind", "speed_gbps", "eth_channels"]
 
 
 class CardModelSerializer(PortalModelSerializer):

@@ -34,6 +34,20 @@ pci_bus_id_validator = RegexValidator(
 gpu_uuid_validator = RegexValidator(r"^(GPU|MIG)-[0-9a-fA-F-]{8,}$", _("A GPU UUID such as GPU-5e1f0c2a-…."))
 
 
+#: Ethernet channel numbers a card can report (Wormhole has 16 cores, Blackhole 14; room to spare)
+MAX_ETH_CHANNEL = 63
+
+
+def eth_channels_validator(value: object) -> None:
+    """A list of distinct channel numbers 0..63."""
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise ValidationError(_("A list of channel numbers, e.g. [0, 1]."))
+    if any(v < 0 or v > MAX_ETH_CHANNEL for v in value):
+        raise ValidationError(_("Channel numbers run from 0 to %(max)s.") % {"max": MAX_ETH_CHANNEL})
+    if len(set(value)) != len(value):
+        raise ValidationError(_("Each channel once."))
+
+
 def normalise_bus_id(value: str) -> str:
     """`00000000:3B:00.0` (nvidia-smi) and `0000:3b:00.0` (lspci, tt-smi) -> `0000:3b:00.0`."""
     value = value.strip().lower()
@@ -250,6 +264,17 @@ class PortTemplate(models.Model):
     name = models.CharField(_("name"), max_length=32)
     kind = models.CharField(_("kind"), max_length=16, choices=PortKind.choices)
     speed_gbps = models.PositiveIntegerField(_("speed (Gbit/s)"))
+    eth_channels = models.JSONField(
+        _("Ethernet channels"),
+        default=list,
+        blank=True,
+        validators=[eth_channels_validator],
+        help_text=_(
+            "The card's Ethernet channels (cores) wired to this port, as tt-smi and the kernel number "
+            "them, e.g. [0, 1]: link telemetry and link events of these channels land on this port and "
+            "its cable."
+        ),
+    )
 
     class Meta:
         verbose_name = _("port template")
@@ -261,6 +286,26 @@ class PortTemplate(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        super().clean()
+        if not self.card_model_id or not isinstance(self.eth_channels, list):
+            return
+        taken = {
+            ch: name
+            for name, channels in PortTemplate.objects.filter(card_model_id=self.card_model_id)
+            .exclude(pk=self.pk)
+            .values_list("name", "eth_channels")
+            for ch in channels or ()
+        }
+        clash = sorted({ch for ch in self.eth_channels if ch in taken})
+        if clash:
+            raise ValidationError(
+                {
+                    "eth_channels": _("Channel %(channel)s is already wired to port %(port)s of this model.")
+                    % {"channel": clash[0], "port": taken[clash[0]]}
+                }
+            )
 
 
 class Card(ChangeLoggedModel):

@@ -46,7 +46,7 @@ def node_sims(*, seed: int = 0) -> list[NodeSim]:
     nodes = (
         Node.objects.filter(role=NodeRole.COMPUTE, cluster__isnull=False)
         .select_related("cluster")
-        .prefetch_related("cards__card_model", "cards__ports")
+        .prefetch_related("cards__card_model__port_templates", "cards__ports")
         .order_by("cluster__name", "hostname")
     )
     cabled = set(CableTermination.objects.filter(port__isnull=False).values_list("port_id", flat=True))
@@ -54,13 +54,10 @@ def node_sims(*, seed: int = 0) -> list[NodeSim]:
         assert node.cluster is not None
         cards = []
         for i, card in enumerate(sorted(node.cards.all(), key=lambda c: (len(c.slot), c.slot))):
-            ports = tuple(
-                sorted(
-                    int(p.name.removeprefix("QSFP")) - 1
-                    for p in card.ports.all()
-                    if p.name.startswith("QSFP") and p.name[4:].isdigit() and p.pk in cabled
-                )
-            )
+            wiring = {t.name: tuple(t.eth_channels or ()) for t in card.card_model.port_templates.all()}
+            ports = {
+                p.name: wiring[p.name] for p in card.ports.all() if p.pk in cabled and wiring.get(p.name)
+            }
             cards.append(
                 CardSim(
                     kind=card_kind_for(card.card_model.name),

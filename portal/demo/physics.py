@@ -66,8 +66,8 @@ class CardSim:
     energy_j: float = 0.0
     heartbeat: int = 5000
     fan_fault: bool = False
-    links_down: set[int] = field(default_factory=set)  # Ethernet/QSFP ports held down
-    link_ports: tuple[int, ...] = ()  # ports with a cable
+    links_down: set[int] = field(default_factory=set)  # Ethernet channels held down
+    link_ports: dict[str, tuple[int, ...]] = field(default_factory=dict)  # cabled port -> its channels
     xid: int = 0
     _rng: random.Random = field(init=False, repr=False)
 
@@ -121,9 +121,11 @@ class CardSim:
         return int(1500 + max(0.0, self.temp_c - 40.0) * 45)
 
     def eth_live_status(self) -> int:
-        """Bit per Ethernet port, 1 = link up (tt-smi smbus_telem.ETH_LIVE_STATUS)."""
+        """Bit per Ethernet channel, 1 = link up (tt-smi smbus_telem.ETH_LIVE_STATUS): the channels
+        of the cabled ports (inventory.links), less those held down."""
         bits = 0
-        for port in self.link_ports:
-            if port not in self.links_down:
-                bits |= 1 << port
+        for channels in self.link_ports.values():
+            for channel in channels:
+                if channel not in self.links_down:
+                    bits |= 1 << channel
         return bits

@@ -272,12 +272,14 @@ class DemoSimulation:
         if node is None or len(node.cards) < 2:
             return
         a, b = node.cards[0], node.cards[1]
-        a.links_down.add(0)
-        b.links_down.add(0)
+        # the mesh's A/QSFP1 <-> B/QSFP1 cable: both ends' channels go down
+        down = [(card, set(card.link_ports.get("QSFP1", ()))) for card in (a, b)]
+        for card, channels in down:
+            card.links_down |= channels
 
         def back() -> None:
-            a.links_down.discard(0)
-            b.links_down.discard(0)
+            for card, channels in down:
+                card.links_down -= channels
 
         self._later(seconds, back, f"{hostname}: QSFP link {a.bus_id} <-> {b.bus_id} back up")
         sim = self._sim(node.cluster)

@@ -59,18 +59,19 @@ def test_gb10_prints_na_for_unified_memory_and_still_parses():
 
 
 def test_tt_smi_snapshot_round_trips_with_link_state():
-    # given a p150a with cables on ports 0-2, port 0 held down
-    card = CardSim(KINDS["p150a"], 0, "0000:01:00.0", link_ports=(0, 1, 2), ambient_c=35.0)
+    # given a p150a with cables on QSFP1-3 (channels 0-5), QSFP1's channel 0 held down
+    ports = {"QSFP1": (0, 1), "QSFP2": (2, 3), "QSFP3": (4, 5)}
+    card = CardSim(KINDS["p150a"], 0, "0000:01:00.0", link_ports=ports, ambient_c=35.0)
     card.links_down.add(0)
     # when the snapshot is parsed
     result = parse("tt-smi", render.tt_smi_snapshot("rig01", [card], NOW), node="rig01", ts=NOW)
-    # then temperature, power and each port's link state come back
+    # then temperature, power and each channel's link state come back
     assert result.problems == []
     assert _values(result, "temperature_c") == {
         ("0000:01:00.0", (("board_type", "p150a"),)): round(card.temp_c, 1)
     }
     links = {dict(labels)["port"]: v for (_card, labels), v in _values(result, "link_up").items()}
-    assert links["0"] == 0.0 and links["1"] == 1.0 and links["2"] == 1.0 and links["3"] == 0.0
+    assert [links[str(ch)] for ch in range(8)] == [0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0]
     assert _values(result, "heartbeat") == {
         ("0000:01:00.0", (("board_type", "p150a"),)): float(card.heartbeat)
     }

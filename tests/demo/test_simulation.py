@@ -98,8 +98,8 @@ def test_setup_builds_a_card_model_per_inventory_card(demo):
         "gpu04": ("dcgm-exporter", 8), "rig01": ("tt-smi", 4),
     }  # fmt: skip
     rig = next(n for n in demo.nodes if n.hostname == "rig01")
-    # the guide's six-cable mesh: every card has three cabled QSFP ports
-    assert [c.link_ports for c in rig.cards] == [(0, 1, 2)] * 4
+    # the guide's six-cable mesh: every card has three cabled QSFP ports, two Ethernet channels each
+    assert [c.link_ports for c in rig.cards] == [{"QSFP1": (0, 1), "QSFP2": (2, 3), "QSFP3": (4, 5)}] * 4
 
 
 def test_a_tick_syncs_submits_and_ingests_telemetry_for_every_node(demo):
@@ -161,12 +161,22 @@ def test_link_flap_records_link_events_and_the_job_fails_with_an_nccl_timeout(de
     _sim("rig-01").advance(5)
     for _ in range(4):
         demo.tick(5)
-    # then both ends logged the link going down and up again
-    kinds = sorted(Event.objects.filter(node__hostname="rig01").values_list("card_ref", "kind"))
+    # then both ends logged both channels of their QSFP1 going down and up again
+    events = Event.objects.filter(node__hostname="rig01").select_related("card")
+    kinds = sorted((e.card_ref, e.kind, e.data["labels"]) for e in events)
     assert kinds == [
-        ("0000:01:00.0", "link_down"), ("0000:01:00.0", "link_up"),
-        ("0000:02:00.0", "link_down"), ("0000:02:00.0", "link_up"),
+        (bus, kind, f"port={ch}")
+        for bus in ("0000:01:00.0", "0000:02:00.0") for kind in ("link_down", "link_up") for ch in (0, 1)
     ]  # fmt: skip
+    # and those channels land on the mesh's A/QSFP1 <-> B/QSFP1 cable
+    from inventory.links import cable_for_link
+
+    cables = {cable_for_link(e.node_id, e.card_id, e.data["labels"].removeprefix("port=")) for e in events}
+    assert len(cables) == 1 and None not in cables
+    ends = sorted(
+        (t.port.card.slot, t.port.name) for t in cables.pop().terminations.select_related("port__card")
+    )
+    assert ends == [("A", "QSFP1"), ("B", "QSFP1")]
     # and the rig's running job failed with the NCCL watchdog line in its output
     from jobs.models import Job
 
