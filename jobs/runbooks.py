@@ -69,6 +69,7 @@ STEP_LABELS = {
     "power_cycle": gettext_lazy("Power cycle through the BMC"),
     "give_up": gettext_lazy("Leave drained and raise an alert"),
 }
+CONDITION_LABELS = {"has_bmc": gettext_lazy("the node has no BMC")}
 CONDITIONS = {"has_bmc": lambda node: node.bmc_kind != BMCKind.NONE and bool(node.bmc_address)}
 
 #: the card-fault runbook of issue 15
@@ -183,11 +184,12 @@ def runbook_plan(runbook: Runbook, node: Node, *, card_ids: list[int] | None = N
             "on_failure": step.get("on_failure", "fail"),
             "then": step.get("then", ""),
             "runs": True,
+            "label": str(STEP_LABELS[step["do"]]),
         }
         if "when" in step and not CONDITIONS[step["when"]](node):
             item["runs"] = False
-            item["note"] = _("skipped (%(c)s does not hold): goes to %(next)s") % {
-                "c": step["when"],
+            item["note"] = _("skipped: %(why)s; goes to %(next)s") % {
+                "why": CONDITION_LABELS[step["when"]],
                 "next": item["on_failure"],
             }
         if step["do"] == "reset_cards":

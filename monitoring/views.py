@@ -190,20 +190,25 @@ def metrics(request: HttpRequest) -> HttpResponse:
 
 # -- health checks ----------------------------------------------------------------------------------
 def _params_text(check: HealthCheck) -> Any:
-    """The parameters as "what it means: value" lines (the kind's own words, not JSON keys)."""
-    from monitoring.health.rules import RULES
+    """The parameters as "name: value" lines (the kind's own words, the help on hover), not JSON."""
+    from monitoring.health.rules import PARAM_LABELS, RULES
 
     rule = RULES.get(check.kind)
     if rule is None or not isinstance(check.params, dict):
         return "—"
-    lines = [
-        (param.help, ", ".join(map(str, value)) if isinstance(value, list) else value)
-        for param in rule.params
-        if (value := check.params.get(param.name, param.default)) not in ("", [], {}, None)
-    ]
+    lines = []
+    for param in rule.params:
+        value = check.params.get(param.name, param.default)
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items())
+        elif isinstance(value, list):
+            value = ", ".join(map(str, value))
+        if value in ("", None):
+            continue
+        lines.append((param.help, PARAM_LABELS.get(param.name, param.name), value))
     if not lines:
         return "—"
-    return format_html_join(format_html("<br>"), "{}: {}", lines)
+    return format_html_join(format_html("<br>"), '<span title="{}">{}</span>: {}', lines)
 
 
 class HealthCheckForm(forms.ModelForm[HealthCheck]):

@@ -347,6 +347,29 @@ def _driver_firmware(
     return Result(True, _("driver and firmware as expected on %(n)s cards") % {"n": len(versions)})
 
 
+#: short names of the parameters, for pages (the help says what each means)
+PARAM_LABELS = {
+    "max_age_s": gettext_lazy("Maximum age (s)"),
+    "min_gen": gettext_lazy("Lowest PCIe generation"),
+    "min_width": gettext_lazy("Fewest lanes"),
+    "max_uncorrected": gettext_lazy("Uncorrected ECC errors allowed"),
+    "window_minutes": gettext_lazy("Xid window (min)"),
+    "minutes": gettext_lazy("Look back (min)"),
+    "ignore": gettext_lazy("Xids ignored"),
+    "headroom_c": gettext_lazy("Headroom (°C)"),
+    "limit_c": gettext_lazy("Limit (°C)"),
+    "window_s": gettext_lazy("Heartbeat window (s)"),
+    "min_gbps": gettext_lazy("Slowest interface (Gbit/s)"),
+    "devices": gettext_lazy("Interfaces"),
+    "driver": gettext_lazy("Driver"),
+    "firmware": gettext_lazy("Firmware"),
+    "rate_gbps": gettext_lazy("Rate (Gb/s)"),
+    "ports": gettext_lazy("Ports"),
+    "path": gettext_lazy("Path"),
+    "daemons": gettext_lazy("Daemons"),
+    "min_free_pct": gettext_lazy("Lowest free share (%)"),
+}
+
 PROBE_AGE = Param(
     "max_age_s", int, 600, gettext_lazy("A check command's output older than this does not count.")
 )

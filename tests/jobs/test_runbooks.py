@@ -234,7 +234,7 @@ def test_dry_run_shows_the_steps_and_commands(rig) -> None:
     reset = next(p for p in plan if p["id"] == "reset")
     assert reset["commands"] == [["tt-smi", "-r", BUS]]
     cycle = next(p for p in plan if p["id"] == "power_cycle")
-    assert cycle["runs"] is False and "keep_drained" in cycle["note"]
+    assert cycle["runs"] is False and cycle["note"] == "skipped: the node has no BMC; goes to keep_drained"
     assert not RunbookRun.objects.exists() and not Action.objects.exists()
 
 
