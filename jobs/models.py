@@ -331,6 +331,8 @@ class Runbook(models.Model):
 
     class Meta:
         ordering = ["name"]
+        verbose_name = _("runbook")
+        verbose_name_plural = _("runbooks")
         permissions = [("run_runbook", _("Can start and cancel runbooks"))]
 
     def __str__(self) -> str:
@@ -382,6 +384,8 @@ class RunbookRun(models.Model):
 
     class Meta:
         ordering = ["-created"]
+        verbose_name = _("runbook run")
+        verbose_name_plural = _("runbook runs")
         constraints = [
             models.UniqueConstraint(
                 fields=["node"],

@@ -398,6 +398,8 @@ class HealthCheck(models.Model):
 
     class Meta:
         ordering = ["name"]
+        verbose_name = _("health check")
+        verbose_name_plural = _("health checks")
 
     def __str__(self) -> str:
         return self.name
@@ -437,6 +439,8 @@ class NodeHealth(models.Model):
 
     class Meta:
         ordering = ["node__hostname", "health_check__name"]
+        verbose_name = _("node health")
+        verbose_name_plural = _("node health")
         constraints = [models.UniqueConstraint(fields=["health_check", "node"], name="nodehealth_unique")]
         indexes = [models.Index(fields=["status", "node"])]
 
