@@ -290,3 +290,19 @@ def test_admin_api_checks_params_against_the_kind(api: Any, api_as: Any, researc
     denied = api_as(researcher_user).post(url, {"name": "x", "kind": "xid"}, format="json")
     assert denied.status_code == 403
     assert HealthCheck.objects.count() == 1
+
+
+def test_an_unhealthy_node_is_shown_so_on_its_pages(inv: Any, client: Any, operator_user: Any) -> None:
+    from monitoring.overview import node_thermal_list
+
+    node = _pod(inv)
+    _check("temperature_headroom", headroom_c=10, limit_c=90)
+    _push("gpu01", H100_UUIDS[0], "temperature_c", 85)
+    health_evaluate(now=NOW)
+    # the live node and rack fragments carry the failing checks
+    assert node_thermal_list(node_ids=[node.pk])[0].unhealthy == ["temperature_headroom check"]
+    client.force_login(operator_user)
+    ops = client.get("/jobs/nodes/")
+    assert ops.status_code == 200 and b"1 check failing" in ops.content
+    listed = client.get(f"/monitoring/node-health/?node={node.pk}&status=failing")
+    assert listed.status_code == 200 and "less than 10 °C below the limit" in listed.content.decode()
