@@ -10,7 +10,10 @@ for an operator, who continues or cancels it.
 Drain, reset, resume, reboot and power cycle are ordinary actions, executed by the workers with
 their lease (jobs.leases) and idempotent retries; waiting until idle and verifying are judged by
 the engine from database rows (the synced Slurm state, the stored telemetry), and never hold a
-worker. :func:`runbook_advance` moves a run on; it is called when a step's action finishes and
+worker. A step's ``timeout_s`` bounds the waits and the verifications; a step a worker runs ends
+with its action (its own retries and lease). While a run's step is active it is the node's one
+active action: other node actions wait until it ends (or the run is cancelled).
+:func:`runbook_advance` moves a run on; it is called when a step's action finishes and
 by the beat every few seconds, so a run whose worker died goes on where its rows say it stands.
 """
 

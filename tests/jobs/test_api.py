@@ -237,4 +237,6 @@ def test_api_root_lists_jobs(api) -> None:
     r = api.get("/api/")
     assert r.data["jobs"].endswith("/api/jobs/")
     r = api.get("/api/jobs/")
-    assert sorted(r.data) == ["actions", "cluster-accounts", "jobs", "node-states", "partitions", "templates"]
+    assert sorted(r.data) == [
+        "actions", "cluster-accounts", "jobs", "node-states", "partitions", "runbook-runs", "runbooks", "templates"
+    ]  # fmt: skip

@@ -18,14 +18,10 @@ from jobs import runbooks
 from jobs.cluster import JobSpec
 from jobs.models import Action, RunbookRun
 from jobs.sync import cluster_sync
-from monitoring import services as telemetry
 from monitoring.models import Alert, HealthCheck
-from tests.monitoring.conftest import fixture_text
+from tests.jobs.runbook_agent import BUS, ESCALATED_TO_REBOOT, Agent, run_steps
 
 pytestmark = pytest.mark.django_db
-
-TT_SNAPSHOT = fixture_text("tt_smi_4x_p150a.json")
-BUS = "0000:01:00.0"
 
 
 @pytest.fixture
@@ -38,21 +34,6 @@ def rig(sim_cluster: Any, sim: Any) -> Node:
     HealthCheck.objects.create(name="heartbeat", kind="tt_heartbeat", params={"window_s": 600}, consecutive=1)
     assert cluster_sync(sim_cluster).ok
     return node
-
-
-class Agent:
-    """The node's telemetry agent: posts tt-smi snapshots; a dead card's heartbeat stands still."""
-
-    def __init__(self, node: Node) -> None:
-        self.node, self.beat, self.alive = node, 5120, True
-
-    def post(self, at: dt.datetime | None = None) -> None:
-        if self.alive:
-            self.beat += 10
-        text = TT_SNAPSHOT.replace('"heartbeat": "5120"', f'"heartbeat": "{self.beat}"', 1)
-        telemetry.telemetry_ingest_text(
-            "tt-smi", text, node_hostname=self.node.hostname, ts=at or timezone.now()
-        )
 
 
 def _drive(
@@ -81,10 +62,6 @@ def _start(rig: Node, user: Any, cb: Any) -> RunbookRun:
         )
 
 
-def _steps(run: RunbookRun) -> list[tuple[str, str]]:
-    return [(a.params["step"], a.status) for a in Action.objects.filter(run=run).order_by("created")]
-
-
 def _done(run: RunbookRun) -> bool:
     return not run.is_active
 
@@ -96,7 +73,7 @@ def test_a_reset_that_heals_the_card_resumes_the_node(
     run = _start(rig, operator_user, cb)
     run = _drive(run, sim, Agent(rig), cb, until=_done)
     assert run.status == "succeeded", run.summary
-    assert _steps(run) == [("drain", "succeeded"), ("wait_idle", "succeeded"), ("reset", "succeeded"),
+    assert run_steps(run) == [("drain", "succeeded"), ("wait_idle", "succeeded"), ("reset", "succeeded"),
                            ("verify_reset", "succeeded"), ("resume", "succeeded")]  # fmt: skip
     # the reset ran on the node as root, as an argv list
     assert sim.node_commands == [(rig.hostname, ("tt-smi", "-r", BUS), True)]
@@ -151,14 +128,7 @@ def test_a_failed_reset_escalates_to_a_reboot(
     run = _start(rig, operator_user, cb)
     run = _drive(run, sim, Agent(rig), cb, until=_done)
     assert run.status == "succeeded", run.summary
-    assert [s for s, _st in _steps(run)] == [
-        "drain",
-        "wait_idle",
-        "reset",
-        "reboot",
-        "verify_reboot",
-        "resume_after_reboot",
-    ]
+    assert [s for s, _st in run_steps(run)] == ESCALATED_TO_REBOOT
     reset = Action.objects.get(run=run, params__step="reset")
     assert reset.status == "failed" and "did not come back" in reset.output
 
@@ -175,7 +145,7 @@ def test_a_reset_that_exits_0_but_leaves_the_heartbeat_still_is_caught_by_verify
     run = _drive(run, sim, agent, cb, until=_done, rounds=200)
     # then reset, reboot and power cycle were tried, the node stays drained and an alert says so
     assert run.status == "failed"
-    assert [s for s, _st in _steps(run)] == [
+    assert [s for s, _st in run_steps(run)] == [
         "drain", "wait_idle", "reset", "verify_reset", "reboot", "verify_reboot", "power_cycle",
         "verify_power_cycle", "keep_drained", "give_up"]  # fmt: skip
     assert "heartbeat not rising" in Action.objects.get(run=run, params__step="verify_reset").output

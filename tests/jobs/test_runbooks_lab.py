@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.db import connection
-from django.utils import timezone
 
 from inventory.models import Card, CardModel, Node
 from jobs import runbooks
@@ -28,16 +27,13 @@ from jobs.backends import cluster_backend
 from jobs.cluster import JobSpec
 from jobs.models import Action, RunbookRun
 from jobs.sync import cluster_sync
-from monitoring import services as telemetry
 from monitoring.models import HealthCheck
 from tests.clusters import lab_cluster_create, make_nodes
 from tests.jobs.killed_worker import Processes, wait_for
-from tests.monitoring.conftest import fixture_text
+from tests.jobs.runbook_agent import BUS, ESCALATED_TO_REBOOT, Agent, run_steps
 
 pytestmark = pytest.mark.slurm
 
-TT_SNAPSHOT = fixture_text("tt_smi_4x_p150a.json")
-BUS = "0000:01:00.0"
 STAND_IN = """#!/bin/sh
 # stand-in for tt-smi -r: records the call; exits with the code in $TOOLS/tt-smi.exit (0 if none)
 echo "$RACKPILOT_NODE $*" >> "$(dirname "$0")/tt-smi.calls"
@@ -80,17 +76,6 @@ def lab_rig(slurm_lab: dict[str, str], db: Any) -> Iterator[Node]:
         backend.resume_node("node3")
 
 
-class Agent:
-    def __init__(self, node: Node) -> None:
-        self.node, self.beat, self.alive = node, 5120, True
-
-    def post(self) -> None:
-        if self.alive:
-            self.beat += 10
-        text = TT_SNAPSHOT.replace('"heartbeat": "5120"', f'"heartbeat": "{self.beat}"', 1)
-        telemetry.telemetry_ingest_text("tt-smi", text, node_hostname=self.node.hostname, ts=timezone.now())
-
-
 def _drive(
     run: RunbookRun, agent: Agent, cb: Any, until: Callable[[RunbookRun], bool], seconds: float
 ) -> RunbookRun:
@@ -105,10 +90,6 @@ def _drive(
             return run
         time.sleep(0.5)
     raise AssertionError(f"run stuck at {run.step} ({run.status}):\n{run.summary}")
-
-
-def _steps(run: RunbookRun) -> list[tuple[str, str]]:
-    return [(a.params["step"], a.status) for a in Action.objects.filter(run=run).order_by("created")]
 
 
 def _slurm_node(node: Node) -> Any:
@@ -146,7 +127,7 @@ def test_lab_drain_waits_for_the_real_job_resets_verifies_and_resumes(
         )
     run = _drive(run, Agent(lab_rig), cb, until=lambda r: not r.is_active, seconds=120)
     assert run.status == "succeeded", run.summary
-    assert _steps(run) == [("drain", "succeeded"), ("wait_idle", "succeeded"), ("reset", "succeeded"),
+    assert run_steps(run) == [("drain", "succeeded"), ("wait_idle", "succeeded"), ("reset", "succeeded"),
                            ("verify_reset", "succeeded"), ("resume", "succeeded")]  # fmt: skip
     # the stand-in was called once with the card's bus, after the job had ended
     assert (tools / "tt-smi.calls").read_text().splitlines() == [f"{lab_rig.hostname} -r {BUS}"]
@@ -174,14 +155,7 @@ def test_lab_a_failed_reset_escalates_to_a_real_reboot(
         )
     run = _drive(run, Agent(lab_rig), cb, until=lambda r: not r.is_active, seconds=180)
     assert run.status == "succeeded", run.summary
-    assert [s for s, _st in _steps(run)] == [
-        "drain",
-        "wait_idle",
-        "reset",
-        "reboot",
-        "verify_reboot",
-        "resume_after_reboot",
-    ]
+    assert [s for s, _st in run_steps(run)] == ESCALATED_TO_REBOOT
     reset = Action.objects.get(run=run, params__step="reset")
     assert reset.status == "failed" and "did not come back" in reset.output
     # the node booted again (the lab's slurmd restarted with -b) and is back in service
