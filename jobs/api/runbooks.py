@@ -76,7 +76,7 @@ class RunbookRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
     filterset_fields = ["status", "node", "runbook"]
 
     def get_permissions(self) -> Any:
-        if self.action in ("create", "cancel", "resume"):
+        if self.action in ("create", "cancel", "advance"):
             return [HasPerm.of(runbooks.RUN_RUNBOOK)()]
         return super().get_permissions()
 
@@ -110,7 +110,7 @@ class RunbookRunViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewse
 
     @extend_schema(request=None, responses=RunbookRunSerializer)
     @action(detail=True, methods=["post"], url_path="continue")
-    def resume(self, request: Request, pk: str | None = None) -> Response:
+    def advance(self, request: Request, pk: str | None = None) -> Response:
         """Let a run that waits for an operator (a wait deadline passed) go on."""
         run = runbooks.runbook_run_continue(run=self.get_object(), user=request.user)
         return Response(RunbookRunSerializer(run).data)
