@@ -172,6 +172,8 @@ class SimulatedCluster:
         self.node_commands: list[tuple[str, tuple[str, ...], bool]] = []
         #: program name -> (exit code, output) of the next runs of it; unset: exit 0, no output
         self.node_command_results: dict[str, tuple[int, str]] = {}
+        #: what runs a node command instead (the demo's cards answer a reset): (host, argv) -> (exit, output)
+        self.node_command_handler: Callable[[str, Sequence[str]], tuple[int, str]] | None = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -869,7 +871,10 @@ class SimulatedCluster:
 
         def run() -> CommandResult:
             self.node_commands.append((host, tuple(argv), sudo))
-            code, out = self.node_command_results.get(argv[0], (0, ""))
+            if self.node_command_handler is not None:
+                code, out = self.node_command_handler(host, argv)
+            else:
+                code, out = self.node_command_results.get(argv[0], (0, ""))
             return CommandResult(argv=tuple(argv), exit_code=code, stdout=out, stderr="", duration=0.0)
 
         return self._call(run)
