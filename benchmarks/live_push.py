@@ -113,7 +113,7 @@ def ingest_worker(rounds: int, interval: float, nodes: int) -> None:
 
     from inventory.models import Node
     from monitoring.services import telemetry_ingest_samples
-    from portal.live import push
+    from portal.live import groups, push
 
     real_send, real_route, real_frames = push.coalescer.send, push.route_overview, push.with_overview_frames
     spent: dict[str, float] = {}
@@ -132,7 +132,7 @@ def ingest_worker(rounds: int, interval: float, nodes: int) -> None:
         t0 = time.perf_counter()
         real_send(messages)
         ts = next(iter(messages.values()))["ts"]
-        parts = "" if push.groups.OVERVIEW not in messages or len(messages) > 1 else (
+        parts = "" if groups.OVERVIEW not in messages or len(messages) > 1 else (
             f" (route {spent.get('route', 0):.1f}, render {spent.get('render', 0):.1f}, "
             f"publish {1000 * (time.perf_counter() - t0):.1f} ms)"
         )  # fmt: skip

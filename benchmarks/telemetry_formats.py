@@ -63,7 +63,11 @@ def write_request(series: int) -> bytes:
             _varint(1 << 3 | 1) + struct.pack("<d", 41.0 + i % 40) + _varint(2 << 3) + _varint(1780308000000)
         )
         body += _field(1, labels + _field(2, sample))
-    raw = bytes(body)
+    return snappy_literals(bytes(body))
+
+
+def snappy_literals(raw: bytes) -> bytes:
+    """A valid snappy block of literals only (no compressor in the virtualenv)."""
     out = bytearray(_varint(len(raw)))
     for i in range(0, len(raw), 65536):
         chunk = raw[i : i + 65536]

@@ -18,8 +18,10 @@ then grows that day's partition past --grow-rows rows (generated in SQL for the 
 time-major like real ingest) and measures raw COPY, service and endpoint again;
   series query  /api/monitoring/series/ selector for one card-metric over 24 h at 10 s, with
                 --query-rows raw rows stored (generated in SQL; 0 skips it)
-The line to read is "vs raw COPY in <batch>-row batches": each path against the raw COPY of the
-same batch size measured minutes before it in the same run. --profile FILE writes a cProfile of
+The line to read is "vs raw COPY in <batch>-row batches, interleaved": after each round, raw COPY,
+service and endpoint again, taking turns of --turn batches over the same ticks, so that each sees
+the same load of a shared machine (the separate figures before it compare paths measured minutes
+apart, which a busy neighbour can skew either way). --profile FILE writes a cProfile of
 the service phase (pstats) and prints its top functions.
 """
 
@@ -32,6 +34,7 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -133,9 +136,9 @@ def bench_raw_copy(rows: list[tuple[dt.datetime, int, float]], batch: int = 10_0
                 "COPY monitoring_sample (ts, series_id, value) FROM STDIN (FORMAT BINARY)"
             ) as copy,
         ):
-            copy.set_types(["timestamptz", "int4", "float8"])
-            for row in rows[i : i + batch]:
-                copy.write_row(row)
+            # packed exactly as the ingest service packs its batches (one struct call): the baseline
+            # is the fastest COPY of these rows, not a slower one the service is compared against
+            copy.write(storage._copy_binary(rows[i : i + batch]))
     return len(rows) / (time.perf_counter() - t)
 
 
@@ -204,6 +207,12 @@ def main() -> None:
     )
     ap.add_argument(
         "--query-rows", type=int, default=10_000_000, help="rows for the series query (0: skip it)"
+    )
+    ap.add_argument(
+        "--turn",
+        type=int,
+        default=8,
+        help="batches per turn in the interleaved measurement of the three paths",
     )
     ap.add_argument("--profile", metavar="FILE", help="cProfile the first service round into FILE (pstats)")
     ap.add_argument("--keep", action="store_true", help="keep the benchmark database")
@@ -294,6 +303,54 @@ class Bench:
             n += resp.json()["stored"]
         return n / (time.perf_counter() - t)
 
+    def interleaved(self, minutes: float, turn: int) -> dict[str, float]:
+        """Samples/s of raw COPY (--batch-row transactions), the service and the endpoint, the
+        three taking turns of ``turn`` batches each (in a rotating order) over the same ticks:
+        each path sees the same machine load, so their ratios hold on a shared, noisy machine."""
+        from monitoring import services
+
+        batch = self.args.batch
+        raw: list[list[tuple[dt.datetime, int, float]]] = []
+        service: list[list[dict[str, object]]] = []
+        bodies: list[str] = []
+        for k in range(self.ticks):
+            raw += _chunks([(self.at(minutes, k), sid, 41.0) for sid in self.sids], batch)
+            service += _chunks(samples_for(self.targets, self.at(minutes + 1, k)), batch)
+            bodies += [
+                json.dumps(c) for c in _chunks(samples_for(self.targets, self.at(minutes + 2, k)), 1000)
+            ]
+
+        def run_raw(chunk: list[list[tuple[dt.datetime, int, float]]]) -> int:
+            rows = [r for b in chunk for r in b]
+            bench_raw_copy(rows, batch=batch)
+            return len(rows)
+
+        def run_service(chunk: list[list[dict[str, object]]]) -> int:
+            return sum(services.telemetry_ingest_samples(b).stored for b in chunk)
+
+        def run_endpoint(chunk: list[str]) -> int:
+            n = 0
+            for body in chunk:
+                resp = self.client.post("/api/monitoring/ingest/", data=body, content_type="application/json")
+                assert resp.status_code == 202, resp.content[:300]
+                n += resp.json()["stored"]
+            return n
+
+        paths: list[tuple[str, list[Any], Callable[[Any], int]]] = [
+            ("raw_small", _chunks(raw, turn), run_raw),
+            ("service", _chunks(service, turn), run_service),
+            ("endpoint", _chunks(bodies, turn * batch // 1000 or 1), run_endpoint),
+        ]
+        spent = {name: 0.0 for name, _c, _r in paths}
+        stored = {name: 0 for name, _c, _r in paths}
+        for i in range(max(len(chunks) for _n, chunks, _r in paths)):
+            for name, chunks, run in paths[i % 3 :] + paths[: i % 3]:
+                if i < len(chunks):
+                    t = time.perf_counter()
+                    stored[name] += run(chunks[i])
+                    spent[name] += time.perf_counter() - t
+        return {name: stored[name] / spent[name] for name in spent}
+
     def partition_rows(self) -> int:
         from django.db import connection
 
@@ -326,6 +383,10 @@ class Bench:
             f"\ngrew the day's partition to {self.partition_rows():,} rows "
             f"({ticks} ticks of {per_tick:,} series) in {time.perf_counter() - t:.0f}s"
         )
+
+
+def _chunks(items: list[Any], size: int) -> list[Any]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def report(label: str, args: argparse.Namespace, figures: dict[str, float], n: int, series: int) -> None:
@@ -375,6 +436,7 @@ def run(args: argparse.Namespace) -> None:
     figures["parallel"] = bench_service_parallel(bench.targets, bench.at(-20, 0), bench.ticks, args)
     figures["endpoint"] = bench.endpoint(-10)
     report(f"day's partition {bench.partition_rows():,} rows", args, figures, n, len(bench.sids))
+    interleaved(bench, -8, args, n)
     # round 2: the day's partition past --grow-rows (a raw COPY baseline again, minutes before)
     if args.grow_rows:
         bench.grow(args.grow_rows)
@@ -388,8 +450,22 @@ def run(args: argparse.Namespace) -> None:
         print(
             f"  (raw COPY in {args.batch}-row batches after the round: {grown['raw_small_after']:,.0f} samples/s)"
         )
+        interleaved(bench, 50, args, n)
     if args.query_rows:
         series_query(bench, args.query_rows)
+
+
+def interleaved(bench: Bench, minutes: float, args: argparse.Namespace, n: int) -> None:
+    f = bench.interleaved(minutes, args.turn)
+    print(
+        f"  interleaved in turns of {args.turn} batches ({n:,} samples per path, day's partition "
+        f"{bench.partition_rows():,} rows): raw COPY ({args.batch}-row batches) {f['raw_small']:,.0f}/s, "
+        f"service {f['service']:,.0f}/s, endpoint {f['endpoint']:,.0f}/s"
+    )
+    print(
+        f"  vs raw COPY in {args.batch}-row batches, interleaved: service {f['service'] / f['raw_small']:.0%}, "
+        f"endpoint {f['endpoint'] / f['raw_small']:.0%}"
+    )
 
 
 def series_query(bench: Bench, rows_wanted: int) -> None:

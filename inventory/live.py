@@ -28,7 +28,7 @@ def route(batch: registry.Batch, routes: registry.Routes) -> None:
         routes.via("node", pk, "node", pk)
     cards = set(batch.get("card", ()))
     if cards:
-        for pk, node_id in Card.objects.filter(pk__in=cards).values_list("pk", "node_id"):
+        for pk, node_id in Card.objects.filter(pk__any=cards).values_list("pk", "node_id"):
             routes.via("node", node_id, "card", pk)
 
 
@@ -38,7 +38,7 @@ def resolve_nodes(attributed: dict[Any, set[tuple[str, Any]]], routes: registry.
 
     nodes = {
         pk: (cluster_id, rack_id)
-        for pk, cluster_id, rack_id in Node.objects.filter(pk__in=set(attributed)).values_list(
+        for pk, cluster_id, rack_id in Node.objects.filter(pk__any=set(attributed)).values_list(
             "pk", "cluster_id", "rack_id"
         )
     }
@@ -53,7 +53,7 @@ def resolve_nodes(attributed: dict[Any, set[tuple[str, Any]]], routes: registry.
             node_groups.append(groups.rack(rack_id))
         for kind, pk in items:
             routes.add_all(node_groups, kind, pk)
-    members = FabricMember.objects.filter(Q(node_id__in=set(nodes)) | Q(card__node_id__in=set(nodes)))
+    members = FabricMember.objects.filter(Q(node_id__any=set(nodes)) | Q(card__node_id__any=set(nodes)))
     for fabric_id, node_id, card_node_id in members.values_list("fabric_id", "node_id", "card__node_id"):
         routes.add(groups.fabric(fabric_id), "node", node_id or card_node_id)
 

@@ -26,7 +26,15 @@ from django.utils import timezone
 
 from inventory.choices import CardStatus, NodeRole
 from inventory.models import Cluster
-from jobs.cluster import ClusterBackend, SimNode, SimPartition, SimulatedCluster, ValidationError, get_backend
+from jobs.cluster import (
+    ClusterBackend,
+    ListingMemo,
+    SimNode,
+    SimPartition,
+    SimulatedCluster,
+    ValidationError,
+    get_backend,
+)
 from jobs.cluster.types import TAG_PREFIX, JobInfo, NodeInfo
 from jobs.models import Job, NodeState
 
@@ -35,6 +43,8 @@ logger = logging.getLogger(__name__)
 _SIMULATORS: dict[int, SimulatedCluster] = {}
 _RESTORED: dict[int, dict[int, str]] = {}
 _SIM_LOCK = threading.Lock()
+#: per cluster pk, the previous listings' records (records equal to them are not parsed again)
+_LISTING_MEMOS: dict[int, ListingMemo] = {}
 #: the most stored jobs a continuing simulator takes over (newest first)
 RESTORE_MAX_JOBS = 10_000
 
@@ -165,6 +175,7 @@ def ssh_config(cluster: Cluster) -> dict[str, Any]:
         "client_key": cluster.ssh_key_path,
         "connect_timeout": float(getattr(settings, "PORTAL_SSH_CONNECT_TIMEOUT", 10)),
         "timeout": float(getattr(settings, "PORTAL_SLURM_COMMAND_TIMEOUT", 60)),
+        "memo": _LISTING_MEMOS.setdefault(cluster.pk, ListingMemo()),
     }
     if cluster.slurm_conf:
         config["slurm_conf"] = cluster.slurm_conf

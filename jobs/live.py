@@ -21,12 +21,12 @@ def route(batch: registry.Batch, routes: registry.Routes) -> None:
     from jobs.models import Action, Job
 
     actions = list(
-        Action.objects.filter(pk__in=set(batch.get("action", ()))).values_list(
+        Action.objects.filter(pk__any=set(batch.get("action", ()))).values_list(
             "pk", "cluster_id", "node_id", "requested_by_id", "job_id"
         )
     )
     job_ids = set(batch.get("job", ())) | {a[4] for a in actions if a[4] is not None}
-    jobs = list(Job.objects.filter(pk__in=job_ids).values_list("pk", "cluster_id", "owner_id", "node_names"))
+    jobs = list(Job.objects.filter(pk__any=job_ids).values_list("pk", "cluster_id", "owner_id", "node_names"))
     job_nodes = _job_nodes(jobs)
     for pk, cluster_id, owner_id, _names in jobs:
         routes.add(groups.ALL_JOBS, "job", pk)

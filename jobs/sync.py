@@ -110,10 +110,12 @@ _STATE = JOB_SYNC_FIELDS.index("state")
 _REASON = JOB_SYNC_FIELDS.index("state_reason")
 _TIMES = tuple(JOB_SYNC_FIELDS.index(f) for f in ("submit_time", "start_time", "end_time"))
 
-#: Per cluster pk, the last listing's ``{job_id: (values, fingerprint)}``: a memo of _fingerprint
-#: (a pure function of the values), so an unchanged job costs a tuple comparison, not a hash.
+#: Per cluster pk, the account map and the last listing's ``{job_id: (info, values, fingerprint)}``:
+#: a memo of _job_values and _fingerprint (pure functions of the JobInfo and the account map), so
+#: an unchanged job costs an identity check when the parser handed back the same JobInfo (see
+#: jobs.cluster.slurm_parsers.RecordMemo), else a tuple comparison, never a hash.
 #: What is in the database is always read and compared; the memo never stands in for it.
-_fingerprints: dict[int, dict[int, tuple[tuple[Any, ...], int]]] = {}
+_fingerprints: dict[int, tuple[dict[str, int], dict[int, tuple[JobInfo, tuple[Any, ...], int]]]] = {}
 
 
 def _job_values(j: JobInfo, owners: dict[str, int], names: dict[str, str]) -> tuple[Any, ...]:
@@ -155,12 +157,13 @@ def reconcile_jobs(
     owners = dict(ClusterAccount.objects.filter(cluster=cluster).values_list("username", "user_id"))
     existing: dict[int, tuple[int, str, int]] = {
         job_id: (pk, state, fp)
-        for job_id, pk, state, fp in Job.objects.filter(cluster=cluster).values_list(
-            "job_id", "pk", "state", "sync_hash"
+        for job_id, pk, state, fp in sync_storage.fetch_rows(
+            Job.objects.filter(cluster=cluster).values_list("job_id", "pk", "state", "sync_hash")
         )
     }
-    memo = _fingerprints.get(cluster.pk, {})
-    listed: dict[int, tuple[tuple[Any, ...], int]] = {}
+    memo_owners, memo = _fingerprints.get(cluster.pk, ({}, {}))
+    same_owners = memo_owners == owners
+    listed: dict[int, tuple[JobInfo, tuple[Any, ...], int]] = {}
     names: dict[str, str] = {}
     new_rows: list[tuple[Any, ...]] = []
     updates: list[tuple[Any, ...]] = []
@@ -169,10 +172,14 @@ def reconcile_jobs(
         job_id = info.job_id
         if job_id in listed:
             continue
-        values = _job_values(info, owners, names)
         known = memo.get(job_id)
-        fp = known[1] if known is not None and known[0] == values else _fingerprint(values)
-        listed[job_id] = (values, fp)
+        if known is not None and known[0] is info and same_owners:
+            listed[job_id] = known
+            values, fp = known[1], known[2]
+        else:
+            values = _job_values(info, owners, names)
+            fp = known[2] if known is not None and known[1] == values else _fingerprint(values)
+            listed[job_id] = (info, values, fp)
         row = existing.get(job_id)
         if row is None:
             new_rows.append((cluster.pk, job_id, now, now, fp, *values))
@@ -180,7 +187,7 @@ def reconcile_jobs(
             updates.append((row[0], *values, fp, now))
             if row[1] != values[_STATE]:
                 transitions.append((row[0], row[1], values[_STATE], values[_REASON], now))
-    _fingerprints[cluster.pk] = listed
+    _fingerprints[cluster.pk] = (owners, listed)
     # Active jobs that Slurm no longer lists (purged before we saw their end): never leave them "running".
     gone = [
         row[0] for job_id, row in existing.items() if job_id not in listed and row[1] in ACTIVE_JOB_STATES

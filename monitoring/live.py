@@ -30,7 +30,7 @@ def route(batch: registry.Batch, routes: registry.Routes) -> None:
 
     alerts = set(batch.get("alert", ()))
     if alerts:
-        for pk, node_id in Alert.objects.filter(pk__in=alerts).values_list("pk", "node_id"):
+        for pk, node_id in Alert.objects.filter(pk__any=alerts).values_list("pk", "node_id"):
             routes.via("node", node_id, "alert", pk)
 
 
@@ -43,18 +43,18 @@ def overview_route(batch: registry.Batch) -> dict[str, list[Any]]:
     clusters = set(batch.get("cluster", ()))
     node_ids = set(batch.get("node", ()))
     if node_ids:
-        clusters |= set(Node.objects.filter(pk__in=node_ids).values_list("cluster_id", flat=True).distinct())
+        clusters |= set(Node.objects.filter(pk__any=node_ids).values_list("cluster_id", flat=True).distinct())
     else:  # a batch with node ids names the nodes of its cards and alerts too (telemetry)
         cards, alerts = set(batch.get("card", ())), set(batch.get("alert", ()))
         if cards:
-            clusters |= set(Card.objects.filter(pk__in=cards).values_list("node__cluster_id", flat=True))
+            clusters |= set(Card.objects.filter(pk__any=cards).values_list("node__cluster_id", flat=True))
         if alerts:
-            clusters |= set(Alert.objects.filter(pk__in=alerts).values_list("node__cluster_id", flat=True))
+            clusters |= set(Alert.objects.filter(pk__any=alerts).values_list("node__cluster_id", flat=True))
     if batch.get("job"):
-        clusters |= set(Job.objects.filter(pk__in=set(batch["job"])).values_list("cluster_id", flat=True))
+        clusters |= set(Job.objects.filter(pk__any=set(batch["job"])).values_list("cluster_id", flat=True))
     if batch.get("action"):
         clusters |= set(
-            Action.objects.filter(pk__in=set(batch["action"])).values_list("cluster_id", flat=True)
+            Action.objects.filter(pk__any=set(batch["action"])).values_list("cluster_id", flat=True)
         )
     clusters.discard(None)
     return {"cluster": sorted(clusters)} if clusters else {}

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import ssl
+import urllib.parse
+from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
@@ -21,6 +25,9 @@ from django.utils.translation import gettext_lazy as _
 from inventory.choices import NodeRole
 from inventory.models import Card, CardModel, Cluster, Node
 from monitoring.parsers.metrics import METRICS
+from monitoring.parsers.prom_mapping import default_mapping, mapping_errors
+from monitoring.promql import tls_context
+from portal.fields import EncryptedTextField
 
 METRIC_CHOICES = [(name, name) for name in sorted(METRICS)]
 
@@ -280,16 +287,12 @@ def node_token_hash(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-class NodeToken(models.Model):
-    """A push credential for ONE node's agent: it may post telemetry for that node and nothing else.
+class PushToken(models.Model):
+    """A hashed push credential (like portal.models.APIToken): the key is shown once and sent as
+    ``Authorization: Token <key>``; the prefix tells node keys, cluster keys and user keys apart."""
 
-    Stored hashed like portal.models.APIToken; the key is shown once. Sent as
-    ``Authorization: Token <key>`` (node keys start with ``rpn_`` so they never collide with user tokens).
-    """
+    PREFIX = ""
 
-    PREFIX = "rpn_"
-
-    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="telemetry_tokens")
     name = models.CharField(_("name"), max_length=100, blank=True)
     prefix = models.CharField(max_length=12, editable=False)
     key_hash = models.CharField(max_length=64, unique=True, editable=False)
@@ -297,14 +300,116 @@ class NodeToken(models.Model):
     last_used = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
+        abstract = True
+
+    @classmethod
+    def generate_key(cls) -> str:
+        return cls.PREFIX + secrets.token_hex(20)
+
+
+class NodeToken(PushToken):
+    """A push credential for ONE node's agent: it may post telemetry for that node and nothing else
+    (node keys start with ``rpn_``)."""
+
+    PREFIX = "rpn_"
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="telemetry_tokens")
+
+    class Meta:
         ordering = ["node__hostname", "-created"]
 
     def __str__(self) -> str:
         return f"{self.node_id}: {self.prefix}…"
 
-    @classmethod
-    def generate_key(cls) -> str:
-        return cls.PREFIX + secrets.token_hex(20)
+
+class ClusterToken(PushToken):
+    """A push credential for a whole cluster (a Prometheus remote-writing every node's series): it
+    may post telemetry for the nodes of that cluster and nothing else (keys start with ``rpc_``)."""
+
+    PREFIX = "rpc_"
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="telemetry_tokens")
+
+    class Meta:
+        ordering = ["cluster__name", "-created"]
+
+    def __str__(self) -> str:
+        return f"{self.cluster_id}: {self.prefix}…"
+
+
+def http_url_validate(value: str) -> None:
+    """An http(s) URL with a host; unlike URLField, a host without a dot (a compose service name)."""
+    parts = urllib.parse.urlsplit(value)
+    try:
+        parts.port  # noqa: B018 - raises on a port that is no number
+    except ValueError:
+        raise ValidationError(gettext("Enter a valid URL.")) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise ValidationError(gettext("Enter an http:// or https:// URL, without a query."))
+
+
+class PrometheusSource(models.Model):
+    """A Prometheus-compatible server (Prometheus, Thanos, Mimir, VictoriaMetrics) a cluster's charts,
+    series and job energy are read from through PromQL, instead of the portal's own store."""
+
+    class Auth(models.TextChoices):
+        NONE = "none", _("None")
+        BEARER = "bearer", _("Bearer token")
+        BASIC = "basic", _("Basic (user and password)")
+
+    cluster = models.OneToOneField(
+        Cluster, on_delete=models.CASCADE, related_name="prometheus_source", verbose_name=_("cluster")
+    )
+    base_url = models.CharField(
+        _("URL"),
+        max_length=500,
+        validators=[http_url_validate],
+        help_text=_("Base URL of the HTTP query API, e.g. http://prometheus:9090."),
+    )
+    enabled = models.BooleanField(
+        _("read telemetry from it"), default=True, help_text=_("Off: the portal's own store is read.")
+    )
+    auth = models.CharField(_("authentication"), max_length=8, choices=Auth.choices, default=Auth.NONE)
+    username = models.CharField(_("user"), max_length=150, blank=True)
+    secret = EncryptedTextField(_("token or password"), blank=True)
+    verify_tls = models.BooleanField(_("verify TLS certificates"), default=True)
+    ca_cert = models.TextField(
+        _("CA certificate (PEM)"), blank=True, help_text=_("Empty: the system's certificate authorities.")
+    )
+    timeout_s = models.FloatField(
+        _("timeout (s)"), default=10, validators=[MinValueValidator(0.5), MaxValueValidator(120)]
+    )
+    mapping = models.JSONField(
+        _("series mapping"),
+        default=default_mapping,
+        help_text=_("Which Prometheus labels name nodes and cards, and which metrics give which values."),
+    )
+
+    class Meta:
+        verbose_name = _("Prometheus source")
+        verbose_name_plural = _("Prometheus sources")
+
+    def __str__(self) -> str:
+        return f"{self.cluster}: {self.base_url}"
+
+    def clean(self) -> None:
+        errors: dict[str, Any] = {}
+        problems = mapping_errors(self.mapping)
+        if problems:
+            errors["mapping"] = problems
+        if self.auth == self.Auth.BASIC and not self.username:
+            errors["username"] = gettext("Basic authentication needs a user.")
+        if self.auth != self.Auth.NONE and not self.secret:
+            errors["secret"] = gettext("This authentication needs a token or password.")
+        if self.ca_cert:
+            try:
+                tls_context(self.ca_cert)
+            except (ssl.SSLError, ValueError):  # not PEM, or a PEM that does not load
+                errors["ca_cert"] = gettext(
+                    "Paste the CA certificate in PEM form (-----BEGIN CERTIFICATE-----)."
+                )
+        if errors:
+            raise ValidationError(errors)
 
 
 class JobEnergy(models.Model):

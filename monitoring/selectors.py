@@ -25,7 +25,8 @@ from monitoring.models import (
 )
 
 MAX_POINTS = 11_000
-RESOLUTION_NAMES = {0: "raw", 60: "1m", 3600: "1h"}
+PROMETHEUS = -1  # the resolution of points a cluster's Prometheus source answered
+RESOLUTION_NAMES = {0: "raw", 60: "1m", 3600: "1h", PROMETHEUS: "prometheus"}
 
 
 class SeriesQueryError(ValueError):
@@ -121,6 +122,14 @@ def series_query(
         raise SeriesQueryError(_("'step' must be at least 1 second"))
     if not node and not card:
         raise SeriesQueryError(_("give a 'card' or a 'node'"))
+    target = prometheus_target(node=node, card=card)
+    if target is not None:
+        from monitoring.prometheus_source import prometheus_series_query
+
+        prom, target_node, target_card = target
+        return prometheus_series_query(
+            prom, metric=metric, start=start, end=end, step=step, node=target_node, card=target_card
+        )
     source = resolution_choose(step, start, now=now)
     step = max(step, source or 1)
     if (end - start).total_seconds() / step > MAX_POINTS:
@@ -147,6 +156,31 @@ def series_query(
     return SeriesResult(resolution=source, step=step, start=start, end=end, series=series)
 
 
+def prometheus_target(*, node: str | None, card: str | None) -> tuple[Any, Any, Any] | None:
+    """(source, node, card) when the node or card asked for is of a cluster whose telemetry an
+    enabled Prometheus source holds; None (the portal's own store) otherwise."""
+    from inventory.models import Card, Node
+    from monitoring.models import PrometheusSource
+    from monitoring.prometheus_source import source_for_cluster
+
+    if not PrometheusSource.objects.filter(enabled=True).exists():
+        return None
+    found_card = None
+    if card:
+        cards = Card.objects.select_related("node")
+        q = Q(pk=int(card)) if card.isdigit() else Q(gpu_uuid=card) | Q(pci_bus_id=card)
+        found_card = cards.filter(q).first()
+        found_node = found_card.node if found_card else None
+    else:
+        assert node is not None
+        q = Q(pk=int(node)) if node.isdigit() else Q(hostname=node)
+        found_node = Node.objects.filter(q).first()
+    if found_node is None:
+        return None
+    source = source_for_cluster(found_node.cluster_id)
+    return (source, found_node, found_card) if source else None
+
+
 def alert_list(*, status: str | None = None, node: str | None = None) -> QuerySet[Alert]:
     qs = Alert.objects.select_related("rule", "node", "card", "acknowledged_by")
     if status:
@@ -154,6 +188,12 @@ def alert_list(*, status: str | None = None, node: str | None = None) -> QuerySe
     if node:
         qs = qs.filter(node_id=int(node)) if node.isdigit() else qs.filter(node__hostname=node)
     return qs
+
+
+def prometheus_source_list() -> QuerySet[Any]:
+    from monitoring.models import PrometheusSource
+
+    return PrometheusSource.objects.select_related("cluster").order_by("cluster__name")
 
 
 def alert_rule_list() -> QuerySet[AlertRule]:

@@ -19,4 +19,17 @@ urlpatterns = [
     path("health-checks/<int:pk>/edit/", v.HealthCheckEditView.as_view(), name="healthcheck_edit"),
     path("health-checks/<int:pk>/delete/", v.HealthCheckDeleteView.as_view(), name="healthcheck_delete"),
     path("node-health/", v.NodeHealthListView.as_view(), name="nodehealth_list"),
+    path("prometheus-sources/", v.PrometheusSourceListView.as_view(), name="prometheussource_list"),
+    path("prometheus-sources/add/", v.PrometheusSourceEditView.as_view(), name="prometheussource_add"),
+    path("prometheus-sources/<int:pk>/", v.PrometheusSourceView.as_view(), name="prometheussource"),
+    path(
+        "prometheus-sources/<int:pk>/edit/",
+        v.PrometheusSourceEditView.as_view(),
+        name="prometheussource_edit",
+    ),
+    path(
+        "prometheus-sources/<int:pk>/delete/",
+        v.PrometheusSourceDeleteView.as_view(),
+        name="prometheussource_delete",
+    ),
 ]

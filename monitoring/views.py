@@ -1,7 +1,9 @@
-"""Pages: alerts (acknowledge / resolve), alert rules (admins edit), energy report; and /metrics."""
+"""Pages: alerts (acknowledge / resolve), alert rules (admins edit), clusters' Prometheus sources,
+energy report; and /metrics."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -25,9 +27,11 @@ from monitoring.models import (
     AlertRule,
     HealthCheck,
     NodeHealth,
+    PrometheusSource,
 )
+from monitoring.promql import PromError
 from portal.services import api_token_authenticate
-from portal.templatetags.portal_format import ago
+from portal.templatetags.portal_format import ago, number
 from portal.views.generic import Column, ObjectDeleteView, ObjectDetailView, ObjectEditView, ObjectListView
 
 
@@ -164,6 +168,117 @@ class AlertRuleEditView(ObjectEditView):
 class AlertRuleDeleteView(ObjectDeleteView):
     model = AlertRule
     success_url = "/monitoring/alert-rules/"
+
+
+class IndentedJSONField(forms.JSONField):
+    """JSON edited in a textarea, one key a line (the mapping is long)."""
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, forms.fields.InvalidJSONInput):
+            return value
+        return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+class PrometheusSourceForm(forms.ModelForm[PrometheusSource]):
+    mapping = IndentedJSONField(
+        label=_("series mapping"),
+        widget=forms.Textarea(attrs={"rows": 16}),
+        help_text=_("Which Prometheus labels name nodes and cards, and which metrics give which values."),
+    )
+    secret = forms.CharField(
+        label=_("token or password"),
+        required=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text=_("Stored encrypted. Leave empty to keep the current one."),
+    )
+
+    class Meta:
+        model = PrometheusSource
+        formfield_callback = _formfield
+        fields = [
+            "cluster",
+            "base_url",
+            "enabled",
+            "auth",
+            "username",
+            "secret",
+            "verify_tls",
+            "ca_cert",
+            "timeout_s",
+            "mapping",
+        ]
+        widgets = {
+            "ca_cert": forms.Textarea(attrs={"rows": 4}),
+            "mapping": forms.Textarea(attrs={"rows": 12}),
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._old_secret = self.instance.secret if self.instance.pk else ""
+
+    def clean_secret(self) -> str:
+        return self.cleaned_data.get("secret") or self._old_secret
+
+
+class PrometheusSourceListView(ObjectListView):
+    model = PrometheusSource
+    queryset = selectors.prometheus_source_list
+    title = _("Prometheus sources")  # type: ignore[assignment]
+    columns = (
+        Column(_("Cluster"), "cluster", link=True, order_by="cluster__name"),
+        Column(_("URL"), "base_url", link=True),
+        Column(_("Read telemetry from it"), "enabled"),
+        Column(_("Authentication"), "auth"),
+        Column(_("Verify TLS"), "verify_tls"),
+    )
+
+
+class PrometheusSourceView(ObjectDetailView):
+    model = PrometheusSource
+    queryset = selectors.prometheus_source_list
+    template_name = "monitoring/prometheussource_detail.html"
+    fields = (
+        Column(_("Cluster"), "cluster"),
+        Column(_("URL"), "base_url"),
+        Column(_("Read telemetry from it"), "enabled"),
+        Column(_("Authentication"), "auth"),
+        Column(_("User"), "username"),
+        Column(_("Token or password"), render=lambda s: _("stored") if s.secret else ""),
+        Column(_("Verify TLS"), "verify_tls"),
+        Column(_("CA certificate"), render=lambda s: _("given") if s.ca_cert else _("the system's")),
+        Column(_("Timeout (s)"), "timeout_s"),
+    )
+
+    def extra_context(self, obj: Any) -> dict[str, Any]:
+        from monitoring.prometheus_source import prometheus_check
+
+        mapping = obj.mapping if isinstance(obj.mapping, dict) else {}
+        metrics = sorted(
+            (
+                (
+                    name,
+                    spec.get("metric", ""),
+                    number(spec.get("scale", 1), 0 if float(spec.get("scale", 1)).is_integer() else 3),
+                )
+                for name, spec in mapping.get("metrics", {}).items()
+            ),
+            key=lambda row: (row[1], row[0]),
+        )
+        try:
+            check: dict[str, Any] = {"up": prometheus_check(obj)}
+        except PromError as exc:
+            check = {"error": exc.message, "unreachable": exc.kind == "unreachable"}
+        return {"mapping": mapping, "mapping_metrics": metrics, "check": check}
+
+
+class PrometheusSourceEditView(ObjectEditView):
+    model = PrometheusSource
+    form_class = PrometheusSourceForm
+
+
+class PrometheusSourceDeleteView(ObjectDeleteView):
+    model = PrometheusSource
+    success_url = "/monitoring/prometheus-sources/"
 
 
 def metrics(request: HttpRequest) -> HttpResponse:

@@ -7,6 +7,7 @@ class PortalConfig(AppConfig):
     verbose_name = "Rackpilot portal"
 
     def ready(self) -> None:
+        import portal.lookups  # noqa: F401 (registers ``__any``)
         from portal.roles import roles_sync
 
         post_migrate.connect(roles_sync, dispatch_uid="portal.roles_sync")

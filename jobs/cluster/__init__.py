@@ -20,6 +20,7 @@ from .errors import (
 from .runners import LocalRunner, Runner, SSHRunner
 from .simulator import Fault, SimNode, SimPartition, SimulatedCluster
 from .slurm import SlurmBackend
+from .slurm_parsers import ListingMemo
 from .types import (
     BMC,
     FINISHED_JOB_STATES,
@@ -43,6 +44,7 @@ __all__ = [
     "HostKeyError",
     "JobInfo",
     "JobSpec",
+    "ListingMemo",
     "LocalRunner",
     "NextState",
     "NodeInfo",
@@ -65,7 +67,7 @@ __all__ = [
     "redfish_reset",
 ]
 
-_SLURM_OPTIONS = ("slurm_conf", "use_sudo_for_admin", "timeout", "default_work_dir", "node_prefix")
+_SLURM_OPTIONS = ("slurm_conf", "use_sudo_for_admin", "timeout", "default_work_dir", "memo", "node_prefix")
 
 
 def get_backend(kind: str, **config: Any) -> ClusterBackend:
@@ -74,7 +76,7 @@ def get_backend(kind: str, **config: Any) -> ClusterBackend:
     * ``"simulator"``: ``SimulatedCluster(**config)``; ``description=`` uses
       :meth:`SimulatedCluster.from_description`.
     * ``"slurm-local"``: Slurm tools on this machine; config: slurm_conf, use_sudo_for_admin,
-      timeout, default_work_dir.
+      timeout, default_work_dir, memo (a :class:`ListingMemo` kept per cluster).
     * ``"slurm-ssh"``: Slurm tools on a login/controller host over SSH; config: host, port,
       username, host_key (pinned ``ssh-ed25519 AAAA...`` or a known_hosts line), client_key
       (path) or client_key_data (PEM/OpenSSH text), connect_timeout, plus the slurm-local options.

@@ -7,6 +7,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any, TypeVar
 
 from .backend import NextState, power_cycle
@@ -20,6 +21,7 @@ from .errors import (
 )
 from .runners import LocalRunner, Runner
 from .slurm_parsers import (
+    ListingMemo,
     load_json,
     parse_jobcomp_filetxt,
     parse_partitions,
@@ -121,6 +123,8 @@ class SlurmBackend:
 
     ``slurm_conf`` is exported as SLURM_CONF outside sudo (sudoers must env_keep it).
     ``default_work_dir`` ("{user}" is replaced) is used when a JobSpec has no work_dir.
+    ``memo``: kept between the backends of one cluster, so that the records of a listing equal
+    to the previous listing's are not parsed again (see :class:`RecordMemo`).
     """
 
     def __init__(
@@ -133,6 +137,7 @@ class SlurmBackend:
         default_work_dir: str | None = "/home/{user}",
         bmc_runner: Runner | None = None,
         node_prefix: Sequence[str] = ("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "{host}"),
+        memo: ListingMemo | None = None,
     ) -> None:
         self.runner = runner
         #: argv put before a command to run it on a node from the login host ({host}: its hostname)
@@ -142,6 +147,7 @@ class SlurmBackend:
         self.timeout = timeout
         self.default_work_dir = default_work_dir
         self.bmc_runner = bmc_runner
+        self.memo = memo or ListingMemo()
         self._finished_source: tuple[str, str | None] | None = None
         #: Slurm's warnings of the documents read so far (shown with the cluster, never errors)
         self.warnings: list[str] = []
@@ -173,14 +179,23 @@ class SlurmBackend:
             return res
         raise classify_failure(res, what, message)
 
-    def _parse(self, res: CommandResult, what: str, parse: Callable[[Any], T], *, as_json: bool = True) -> T:
+    def _parse(
+        self,
+        res: CommandResult,
+        what: str,
+        parse: Callable[[Any], T],
+        *,
+        as_json: bool = True,
+        raw_key: str | None = None,
+    ) -> T:
         """``parse`` the output of a command that exited 0; a document carrying ``errors`` or
         text that is not the document becomes a classified error (never an empty listing).
-        The documents' ``warnings`` are kept in :attr:`warnings`."""
+        The documents' ``warnings`` are kept in :attr:`warnings`. ``raw_key``: the listing's
+        records, left as JSON text for ``parse`` (see :func:`load_json`)."""
         try:
             if not as_json:
                 return parse(res.stdout)
-            doc = load_json(res.stdout)
+            doc = load_json(res.stdout, raw_key=raw_key)
             for w in slurm_warnings(doc):
                 text = f"{what}: {w}"
                 if text not in self.warnings:
@@ -206,7 +221,8 @@ class SlurmBackend:
     # ------------------------------------------------------------------ reads
     def list_nodes(self) -> list[NodeInfo]:
         res = self._run(["sinfo", "--json"], "sinfo")
-        return sorted(self._parse(res, "sinfo", parse_sinfo_json), key=lambda n: _natural(n.name))
+        nodes = self._parse(res, "sinfo", partial(parse_sinfo_json, memo=self.memo.nodes), raw_key="nodes")
+        return sorted(nodes, key=lambda n: _natural(n.name))
 
     def list_partitions(self) -> list[PartitionInfo]:
         res = self._run(["scontrol", "show", "partition", "-o"], "scontrol show partition")
@@ -225,7 +241,7 @@ class SlurmBackend:
     def list_jobs(self, *, user: str | None = None) -> list[JobInfo]:
         # squeue --json ignores filters in 22.05: filter here
         res = self._run(["squeue", "--json"], "squeue")
-        jobs = self._parse(res, "squeue", parse_squeue_json)
+        jobs = self._parse(res, "squeue", partial(parse_squeue_json, memo=self.memo.jobs), raw_key="jobs")
         if user is not None:
             jobs = [j for j in jobs if j.user == user]
         return sorted(jobs, key=lambda j: j.job_id)

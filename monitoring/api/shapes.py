@@ -36,9 +36,14 @@ class IngestReportSerializer(serializers.Serializer):
     stored = serializers.IntegerField(help_text="Samples stored.")
     events = serializers.IntegerField(help_text="Events (Xid, link down, ...) stored.")
     skipped = serializers.IntegerField()
+    duplicates = serializers.IntegerField(help_text="Samples stored before (a resend), not stored again.")
     series_created = serializers.IntegerField()
     unknown_cards = serializers.ListField(child=serializers.CharField())
     problems = serializers.ListField(child=serializers.CharField())
+    warnings = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="What was left out on purpose (unknown fields, series, nodes).",
+    )
     alerts = serializers.ListField(child=serializers.IntegerField(), help_text="Alerts opened or updated.")
 
 
@@ -50,7 +55,9 @@ class IngestErrorSerializer(serializers.Serializer):
 
 
 class SeriesPointsSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
+    id = serializers.IntegerField(
+        allow_null=True, help_text="The stored series; null for a Prometheus source's."
+    )
     node = serializers.CharField()
     card = serializers.IntegerField(allow_null=True)
     card_ref = serializers.CharField(allow_blank=True)
@@ -64,7 +71,9 @@ class SeriesPointsSerializer(serializers.Serializer):
 
 
 class SeriesResultSerializer(serializers.Serializer):
-    resolution = serializers.CharField(help_text="raw, 1m or 1h: the storage the points come from.")
+    resolution = serializers.CharField(
+        help_text="raw, 1m or 1h: the storage the points come from; prometheus: the cluster's Prometheus source."
+    )
     step = serializers.IntegerField(help_text="Seconds per point.")
     from_ = serializers.DateTimeField()
     to = serializers.DateTimeField()
@@ -77,7 +86,9 @@ class SeriesResultSerializer(serializers.Serializer):
 
 
 class LatestValueSerializer(serializers.Serializer):
-    series = serializers.IntegerField()
+    series = serializers.IntegerField(
+        allow_null=True, help_text="The stored series; null for a Prometheus source's."
+    )
     node = serializers.CharField()
     card = serializers.IntegerField(allow_null=True)
     card_ref = serializers.CharField(allow_blank=True)

@@ -13,7 +13,13 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import (
+    OpenApiExample,
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    inline_serializer,
+)
 from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.decorators import action
@@ -25,11 +31,17 @@ from rest_framework.views import APIView
 
 from monitoring import selectors, services
 from monitoring.api import shapes
-from monitoring.api.authentication import NodeTokenAuthentication
-from monitoring.api.serializers import AlertRuleSerializer, AlertSerializer, EventSerializer
+from monitoring.api.authentication import NodeTokenAuthentication, PushTokenAuthentication
+from monitoring.api.serializers import (
+    AlertRuleSerializer,
+    AlertSerializer,
+    EventSerializer,
+    PrometheusSourceSerializer,
+)
 from monitoring.filters import AlertFilterSet
-from monitoring.models import Alert, AlertRule, Event, NodeToken
+from monitoring.models import Alert, AlertRule, ClusterToken, Event, NodeToken
 from monitoring.parsers import FORMATS
+from monitoring.promql import PromError
 from portal.api.authentication import TokenAuthentication
 from portal.api.permissions import HasPerm
 from portal.api.schema import ErrorDetailSerializer
@@ -43,7 +55,7 @@ class CanIngest(permissions.BasePermission):
     what the endpoint accepts (GET) is for anyone signed in."""
 
     def has_permission(self, request: Request, view: Any) -> bool:
-        if isinstance(request.auth, NodeToken):
+        if isinstance(request.auth, NodeToken | ClusterToken):
             return True
         user = request.user
         if request.method in permissions.SAFE_METHODS:
@@ -115,6 +127,14 @@ def _too_large(limit: int) -> Response:
         },
         status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
     )
+
+
+_TOO_LARGE = OpenApiResponse(
+    inline_serializer(
+        "IngestTooLarge", {"detail": serializers.CharField(), "limit": serializers.IntegerField()}
+    ),
+    description="The body is larger than PORTAL_TELEMETRY_MAX_BODY_BYTES.",
+)
 
 
 def _read_body(request: Request, limit: int) -> bytes | None:
@@ -240,12 +260,7 @@ class IngestView(APIView):
         responses={
             202: shapes.IngestReportSerializer,
             400: shapes.IngestErrorSerializer,
-            413: OpenApiResponse(
-                inline_serializer(
-                    "IngestTooLarge", {"detail": serializers.CharField(), "limit": serializers.IntegerField()}
-                ),
-                description="The body is larger than PORTAL_TELEMETRY_MAX_BODY_BYTES.",
-            ),
+            413: _TOO_LARGE,
             415: OpenApiResponse(
                 inline_serializer(
                     "IngestUnsupportedType",
@@ -302,6 +317,73 @@ class IngestView(APIView):
         return Response(report.as_dict(), status=status.HTTP_202_ACCEPTED)
 
 
+REMOTE_WRITE_TYPE = "application/x-protobuf"
+
+
+class RemoteWriteView(APIView):
+    """Prometheus remote write 1.0 (what Prometheus, Grafana Alloy and vmagent send): a snappy-compressed
+    protobuf WriteRequest, authenticated with a cluster token (`rpc_…`, any node of the cluster), a node
+    token (`rpn_…`, that node) or a user token allowed to add samples.
+
+    dcgm-exporter and node_exporter series are mapped to nodes, cards and metrics with the cluster's
+    Prometheus source mapping (the defaults without one); other series, and nodes the inventory does not
+    know, are skipped and named in `warnings`. 202 with what was stored; 400 for a body that does not
+    decode (nothing stored); 413 over the body limit; 415 for another encoding, type or protocol version.
+    """
+
+    authentication_classes = [PushTokenAuthentication, TokenAuthentication]
+    permission_classes = [CanIngest]
+    content_negotiation_class = JSONOnlyNegotiation
+
+    @extend_schema(
+        operation_id="monitoring_remote_write",
+        parameters=[
+            OpenApiParameter(
+                "Content-Encoding", str, OpenApiParameter.HEADER, required=True, enum=["snappy"]
+            ),
+            OpenApiParameter(
+                "X-Prometheus-Remote-Write-Version", str, OpenApiParameter.HEADER, enum=["0.1.0"]
+            ),
+        ],
+        request={REMOTE_WRITE_TYPE: OpenApiTypes.BINARY},
+        responses={
+            202: shapes.IngestReportSerializer,
+            400: shapes.IngestErrorSerializer,
+            413: _TOO_LARGE,
+            415: OpenApiResponse(
+                ErrorDetailSerializer,
+                description="Not snappy-encoded application/x-protobuf, or remote write 2.0.",
+            ),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        media, _sep, params = request.META.get("CONTENT_TYPE", "").partition(";")
+        encoding = request.META.get("HTTP_CONTENT_ENCODING", "").strip().lower()
+        if (
+            media.strip().lower() != REMOTE_WRITE_TYPE
+            or encoding != "snappy"
+            or "io.prometheus.write.v2" in params
+        ):
+            return Response(
+                {
+                    "detail": _(
+                        "Remote write 1.0 is accepted: Content-Type application/x-protobuf with "
+                        "Content-Encoding snappy."
+                    )
+                },
+                status=status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+            )
+        limit = settings.PORTAL_TELEMETRY_MAX_BODY_BYTES
+        raw = _read_body(request, limit)
+        if raw is None:
+            return _too_large(limit)
+        try:
+            report = services.telemetry_ingest_remote_write(raw, token=request.auth)
+        except services.IngestError as exc:
+            return _bad(exc.errors)
+        return Response(report.as_dict(), status=status.HTTP_202_ACCEPTED)
+
+
 def _when(raw: str | None, default: dt.datetime) -> dt.datetime:
     """A time of the series query: ISO 8601, epoch seconds or ``now-<n><s|m|h|d>``; ValueError
     (a 400) for anything else, times beyond what a datetime holds included."""
@@ -322,6 +404,15 @@ def _when(raw: str | None, default: dt.datetime) -> dt.datetime:
     return parsed.astimezone(dt.UTC) if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
 
 
+def prometheus_error(exc: PromError) -> Response:
+    """503 when the cluster's Prometheus source cannot be reached, 502 when it answered an error."""
+    if exc.kind == "unreachable":
+        detail = _("The cluster's Prometheus source cannot be reached: %(reason)s") % {"reason": exc.message}
+        return Response({"detail": detail}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+    detail = _("The cluster's Prometheus source answered an error: %(reason)s") % {"reason": exc.message}
+    return Response({"detail": detail}, status=status.HTTP_502_BAD_GATEWAY)
+
+
 class SeriesView(APIView):
     """GET ?card=|node=&metric=&from=&to=&step=: min/avg/max per step from the fitting resolution."""
 
@@ -329,7 +420,16 @@ class SeriesView(APIView):
 
     @extend_schema(
         parameters=shapes.SERIES_PARAMETERS,
-        responses={200: shapes.SeriesResultSerializer, 400: ErrorDetailSerializer},
+        responses={
+            200: shapes.SeriesResultSerializer,
+            400: ErrorDetailSerializer,
+            502: OpenApiResponse(
+                ErrorDetailSerializer, description="The cluster's Prometheus source answered an error."
+            ),
+            503: OpenApiResponse(
+                ErrorDetailSerializer, description="The cluster's Prometheus source cannot be reached."
+            ),
+        },
         examples=[
             OpenApiExample(
                 "A card's temperature, last 6 hours, 5-minute points",
@@ -376,6 +476,8 @@ class SeriesView(APIView):
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         except OverflowError:  # a range reaching past year 1 or 9999
             return Response({"detail": _("time out of range")}, status=status.HTTP_400_BAD_REQUEST)
+        except PromError as exc:
+            return prometheus_error(exc)
         return Response(result.as_dict())
 
 
@@ -384,9 +486,34 @@ class LatestView(APIView):
 
     permission_classes = [HasPerm.of("monitoring.view_latestvalue")]
 
-    @extend_schema(parameters=shapes.LATEST_PARAMETERS, responses=shapes.LatestValueSerializer(many=True))
+    @extend_schema(
+        parameters=shapes.LATEST_PARAMETERS,
+        responses={
+            200: shapes.LatestValueSerializer(many=True),
+            502: OpenApiResponse(
+                ErrorDetailSerializer, description="The cluster's Prometheus source answered an error."
+            ),
+            503: OpenApiResponse(
+                ErrorDetailSerializer, description="The cluster's Prometheus source cannot be reached."
+            ),
+        },
+    )
     def get(self, request: Request) -> Response:
         q = request.query_params
+        target = (
+            selectors.prometheus_target(node=q.get("node"), card=q.get("card"))
+            if q.get("node") or q.get("card")
+            else None
+        )
+        if target is not None:  # an instant query to the cluster's Prometheus source
+            from monitoring.prometheus_source import prometheus_latest
+
+            try:
+                return Response(
+                    prometheus_latest(target[0], node=target[1], card=target[2], metric=q.get("metric"))
+                )
+            except PromError as exc:
+                return prometheus_error(exc)
         qs = selectors.latest_value_list(node=q.get("node"), card=q.get("card"), metric=q.get("metric"))
         rows = list(
             qs.values(
@@ -421,6 +548,43 @@ class AlertRuleViewSet(PortalModelViewSet):
     queryset = AlertRule.objects.select_related("cluster")
     serializer_class = AlertRuleSerializer
     filterset_fields = ["enabled", "kind", "metric", "severity", "cluster"]
+
+
+class PrometheusSourceViewSet(PortalModelViewSet):
+    """Clusters' Prometheus sources. `POST …/{id}/check/` asks the server for `up` with the stored
+    settings and says whether it answered (the number of `up` series) or why not."""
+
+    queryset = selectors.prometheus_source_list()
+    serializer_class = PrometheusSourceSerializer
+    filterset_fields = ["cluster", "enabled"]
+
+    @extend_schema(
+        request=None,
+        responses={
+            200: inline_serializer(
+                "PrometheusCheck",
+                {
+                    "reachable": serializers.BooleanField(),
+                    "up_series": serializers.IntegerField(allow_null=True),
+                    "error": serializers.CharField(allow_blank=True),
+                },
+            )
+        },
+        filters=False,
+    )
+    @action(
+        detail=True, methods=["post"], permission_classes=[HasPerm.of("monitoring.view_prometheussource")]
+    )
+    def check(self, request: Request, pk: str | None = None) -> Response:
+        from monitoring.prometheus_source import prometheus_check
+
+        try:
+            up = prometheus_check(self.get_object())
+        except PromError as exc:
+            return Response(
+                {"reachable": False, "up_series": None, "error": prometheus_error(exc).data["detail"]}
+            )
+        return Response({"reachable": True, "up_series": up, "error": ""})
 
 
 class AlertViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):

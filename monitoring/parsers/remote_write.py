@@ -2,8 +2,9 @@
 
 What Prometheus, Grafana Alloy and vmagent POST (``Content-Encoding: snappy``,
 ``Content-Type: application/x-protobuf``).  Pure Python, no generated code: the snappy block
-format and the few protobuf messages involved are small.  Only the decoder so far; the ingest
-endpoint that maps the series to nodes and cards is not built yet.
+format and the few protobuf messages involved are small.  The ingest endpoint
+(``/api/monitoring/remote-write/``) maps the series to nodes and cards with
+:mod:`monitoring.parsers.prom_mapping`.
 
     message WriteRequest { repeated TimeSeries timeseries = 1; reserved 2; repeated MetricMetadata metadata = 3; }
     message TimeSeries   { repeated Label labels = 1; repeated Sample samples = 2; ... }

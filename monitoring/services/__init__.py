@@ -23,7 +23,14 @@ from monitoring.services.maintenance import (
     telemetry_retention,
     telemetry_rollup,
 )
-from monitoring.services.tokens import node_token_authenticate, node_token_create, node_token_revoke
+from monitoring.services.remote_write import telemetry_ingest_remote_write
+from monitoring.services.tokens import (
+    cluster_token_create,
+    node_token_authenticate,
+    node_token_create,
+    node_token_revoke,
+    push_token_authenticate,
+)
 
 __all__ = [
     "IngestError",
@@ -33,13 +40,16 @@ __all__ = [
     "alert_resolve",
     "alerts_evaluate",
     "alerts_resolve_quiet",
+    "cluster_token_create",
     "energy",
     "job_energy_compute",
     "job_energy_estimate",
     "node_token_authenticate",
     "node_token_create",
     "node_token_revoke",
+    "push_token_authenticate",
     "series_relink_cards",
+    "telemetry_ingest_remote_write",
     "telemetry_ingest_result",
     "telemetry_ingest_samples",
     "telemetry_ingest_text",

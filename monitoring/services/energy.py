@@ -24,6 +24,7 @@ from django.utils import timezone
 from inventory.models import Node
 from monitoring import storage
 from monitoring.models import JobEnergy, Series
+from monitoring.promql import PromError
 
 HOURS_PER_MONTH = 730.0
 J_PER_KWH = 3_600_000.0
@@ -62,8 +63,30 @@ def job_nodes(job: Any) -> list[Node]:
     ]
 
 
+def _power_points(
+    source: Any, nodes: list[Node], start: dt.datetime, end: dt.datetime
+) -> tuple[list[tuple[Any, int, str, str]], dict[Any, list[tuple[dt.datetime, float]]]]:
+    """(series key, node id, metric, card ref) of the nodes' card and node power series, and their
+    points over [start, end]: from the cluster's Prometheus source if it has one, else the store."""
+    from monitoring.prometheus_source import prometheus_power_points
+
+    if source is not None:  # PromError when it cannot answer: no figures rather than wrong ones
+        return prometheus_power_points(source, nodes, start, end)
+    series: list[tuple[Any, int, str, str]] = list(
+        Series.objects.filter(node__in=nodes, metric__in=["power_w", "node_power_w"]).values_list(
+            "id", "node_id", "metric", "card_ref"
+        )
+    )
+    by_series: dict[Any, list[tuple[dt.datetime, float]]] = defaultdict(list)
+    for sid, ts, value in storage.raw_points([s[0] for s in series], start, end):
+        by_series[sid].append((ts, value))
+    return series, by_series
+
+
 def job_energy_estimate(job: Any, *, now: dt.datetime | None = None) -> dict[str, Any]:
     """Compute (without storing) the energy and cost figures of ``job``."""
+    from monitoring.prometheus_source import source_for_cluster
+
     now = now or timezone.now()
     start = job.start_time
     end = job.end_time or now
@@ -73,15 +96,10 @@ def job_energy_estimate(job: Any, *, now: dt.datetime | None = None) -> dict[str
     duration = (end - start).total_seconds()
     hours = duration / 3600
     nodes = job_nodes(job)
-    series = list(
-        Series.objects.filter(node__in=nodes, metric__in=["power_w", "node_power_w"]).values_list(
-            "id", "node_id", "metric", "card_ref"
-        )
+    source = source_for_cluster(job.cluster_id)
+    series, by_series = _power_points(
+        source, nodes, start - dt.timedelta(seconds=max_gap), end + dt.timedelta(seconds=max_gap)
     )
-    pad = dt.timedelta(seconds=max_gap)
-    by_series: dict[int, list[tuple[dt.datetime, float]]] = defaultdict(list)
-    for sid, ts, value in storage.raw_points([s[0] for s in series], start - pad, end + pad):
-        by_series[sid].append((ts, value))
     tariff = Decimal(str(settings.PORTAL_ENERGY_TARIFF_PER_KWH))
     months = max(1, settings.PORTAL_DEPRECIATION_MONTHS)
     card_j = host_j = 0.0
@@ -146,6 +164,7 @@ def job_energy_estimate(job: Any, *, now: dt.datetime | None = None) -> dict[str
             "tariff_per_kwh": str(tariff),
             "depreciation_months": months,
             "max_gap_s": max_gap,
+            "source": "prometheus" if source is not None else "store",
             "start": start.isoformat(),
             "end": end.isoformat(),
         },
@@ -176,6 +195,8 @@ def job_energy_compute_pending(*, limit: int = 500, now: dt.datetime | None = No
         try:
             job_energy_compute(job)
         except ValueError:
+            continue
+        except PromError:  # the cluster's Prometheus is down: the next run tries again
             continue
         done += 1
     return done

@@ -141,8 +141,10 @@ def telemetry_ingest_text(
 
 
 def telemetry_ingest_result(
-    result: ParseResult, *, node_hostname: str, now: dt.datetime | None = None
+    result: ParseResult, *, node_hostname: str | None, now: dt.datetime | None = None
 ) -> IngestReport:
+    """Ingest parsed samples: of ``node_hostname`` (the node that ran the tool, whatever name the
+    tool prints), or with ``None`` of each sample's own node (series a Prometheus collected)."""
     now = now or timezone.now()
     items: list[Item] = []
     skipped = 0
@@ -156,13 +158,12 @@ def telemetry_ingest_result(
         if not lo <= s.value <= hi:  # a tool's bad line is a problem of the batch, not its end
             refused.append(_implausible(s.metric, s.value, where=s.card or labels_text(s.labels)))
             continue
-        # the node that ran the tool, whatever name the tool prints
-        key = (node_hostname, card_ref_normalise(s.card), s.metric, labels_text(s.labels))
+        key = (node_hostname or s.node or "", card_ref_normalise(s.card), s.metric, labels_text(s.labels))
         items.append((key, s.ts or now, s.value, cache.get(key)))
     report = _ingest(items, result.events, now=now, default_host=node_hostname)
-    if result.cards:
-        seen = sorted({i for c in result.cards for i in (c.uuid, c.bus_id) if i})
-        transaction.on_commit(lambda: readiness_from_enumeration(node_hostname, seen))
+    if result.cards and node_hostname:
+        host, seen = node_hostname, sorted({i for c in result.cards for i in (c.uuid, c.bus_id) if i})
+        transaction.on_commit(lambda: readiness_from_enumeration(host, seen))
     report.skipped += skipped + len(refused)
     problems = [f"line {p.line}: {p.field or ''} {p.reason}".strip() for p in result.problems]
     report.problems = [*problems, *refused][:50]

@@ -1,16 +1,18 @@
-"""Node push tokens: one per agent, hashed, shown once."""
+"""Push tokens: one per node agent or per cluster (a Prometheus remote-writing), hashed, shown once."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import transaction
 from django.utils import timezone
 
-from inventory.models import Node
-from monitoring.models import NodeToken, node_token_hash
+from inventory.models import Cluster, Node
+from monitoring.models import ClusterToken, NodeToken, PushToken, node_token_hash
 from portal.models import AuditEntry
 from portal.services import audit_record
+
+T = TypeVar("T", bound=PushToken)
 
 
 @transaction.atomic
@@ -27,18 +29,40 @@ def node_token_create(*, node: Node, user: Any, name: str = "") -> tuple[NodeTok
 
 
 @transaction.atomic
-def node_token_revoke(*, token: NodeToken, user: Any) -> None:
-    audit_record(user=user, action=AuditEntry.Action.AUTH, instance=token, message="node token revoked")
+def cluster_token_create(*, cluster: Cluster, user: Any, name: str = "") -> tuple[ClusterToken, str]:
+    """Create a push token for every node of ``cluster``; returns the row and the clear key."""
+    key = ClusterToken.generate_key()
+    token = ClusterToken.objects.create(
+        cluster=cluster, name=name or "prometheus", prefix=key[:12], key_hash=node_token_hash(key)
+    )
+    audit_record(
+        user=user,
+        action=AuditEntry.Action.AUTH,
+        instance=token,
+        message=f"cluster token created for {cluster}",
+    )
+    return token, key
+
+
+@transaction.atomic
+def node_token_revoke(*, token: PushToken, user: Any) -> None:
+    audit_record(user=user, action=AuditEntry.Action.AUTH, instance=token, message="push token revoked")
     token.delete()
 
 
-def node_token_authenticate(key: str) -> NodeToken | None:
-    if not key.startswith(NodeToken.PREFIX):
+def push_token_authenticate(key: str, model: type[T]) -> T | None:
+    """The ``model`` token (NodeToken or ClusterToken) whose key this is, or None."""
+    if not key.startswith(model.PREFIX):
         return None
-    token = NodeToken.objects.select_related("node").filter(key_hash=node_token_hash(key)).first()
+    related = "node" if model is NodeToken else "cluster"
+    token = model._default_manager.select_related(related).filter(key_hash=node_token_hash(key)).first()
     if token is None:
         return None
     now = timezone.now()
     if token.last_used is None or (now - token.last_used).total_seconds() > 60:
-        NodeToken.objects.filter(pk=token.pk).update(last_used=now)
+        model._default_manager.filter(pk=token.pk).update(last_used=now)
     return token
+
+
+def node_token_authenticate(key: str) -> NodeToken | None:
+    return push_token_authenticate(key, NodeToken)

@@ -71,6 +71,20 @@ class NodeTokenScheme(OpenApiAuthenticationExtension):
         }
 
 
+class PushTokenScheme(OpenApiAuthenticationExtension):
+    target_class = "monitoring.api.authentication.PushTokenAuthentication"
+    name = "pushTokenAuth"
+
+    def get_security_definition(self, auto_schema: AutoSchema) -> dict[str, Any]:
+        return {
+            "type": "apiKey",
+            "in": "header",
+            "name": "Authorization",
+            "description": "A cluster push token (`Authorization: Token rpc_<key>`, `manage.py "
+            "telemetry_cluster_token <cluster>`: the cluster's nodes) or a node push token (`rpn_`: that node).",
+        }
+
+
 # -- related objects ----------------------------------------------------------------------------------
 
 

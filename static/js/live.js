@@ -73,14 +73,18 @@
       var url = box.dataset.seriesUrl + "?node=" + encodeURIComponent(box.dataset.node) +
         (box.dataset.card ? "&card=" + encodeURIComponent(box.dataset.card) : "") +
         "&metric=" + encodeURIComponent(metric) + "&from=now-" + r[0] + "s&step=" + r[1];
+      // an answer other than 200 (the cluster's Prometheus source down: 502/503) shows its reason
       fetch(url, {credentials: "same-origin", headers: {"Accept": "application/json"}})
-        .then(function (resp) { return resp.ok ? resp.json() : {series: []}; })
-        .then(function (body) { draw(fig, metric, labels, cards, body.series || []); })
+        .then(function (resp) {
+          return resp.ok ? resp.json() : resp.json().then(function (b) { return {series: [], error: b.detail || ""}; },
+                                                          function () { return {series: [], error: ""}; });
+        })
+        .then(function (body) { draw(fig, metric, labels, cards, body.series || [], body.error); })
         .catch(function () { draw(fig, metric, labels, cards, []); });
     });
   }
 
-  function draw(fig, metric, labels, cards, series) {
+  function draw(fig, metric, labels, cards, series, error) {
     var byCard = {};
     series.forEach(function (s) { if (s.card != null) byCard[s.card] = s.points; });
     var times = {};
@@ -94,8 +98,9 @@
     fig.appendChild(cap);
     if (!xs.length) {
       var none = document.createElement("p");
-      none.className = "muted no-data";
-      none.textContent = labels.no_data || "No data";
+      none.className = error ? "notice error no-data" : "muted no-data";
+      if (error) none.setAttribute("role", "alert");
+      none.textContent = error || labels.no_data || "No data";
       fig.appendChild(none);
       return;
     }

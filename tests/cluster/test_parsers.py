@@ -11,6 +11,7 @@ import pytest
 from jobs.cluster import CommandResult, RetryableError, SlurmOutputError, SlurmReportedError, TerminalError
 from jobs.cluster.slurm import classify_failure, classify_output_error
 from jobs.cluster.slurm_parsers import (
+    RecordMemo,
     decode_wait_status,
     expand_output_pattern,
     parse_gres,
@@ -233,6 +234,56 @@ def test_error_documents(fixture_text: Text) -> None:
 def test_structurally_invalid_squeue_raises_value_error(bad: str) -> None:
     with pytest.raises(ValueError):
         parse_squeue_json(bad)
+
+
+def test_a_memo_parses_only_the_records_that_changed_since_the_previous_listing(fixture_text: Text) -> None:
+    # given the recorded 22.05 listing parsed once with a memo
+    memo: RecordMemo = RecordMemo()
+    doc = json.loads(fixture_text("squeue_v0.0.38.json"))
+    first = {j.job_id: j for j in parse_squeue_json(json.dumps(doc), memo=memo)}
+    # when job 2 changes state and the listing is read again, in another order
+    doc["jobs"].reverse()
+    [pending] = [j for j in doc["jobs"] if j["job_id"] == 2]
+    pending.update(job_state="RUNNING", nodes="node1", start_time=1796001300)
+    second = {j.job_id: j for j in parse_squeue_json(json.dumps(doc), memo=memo)}
+    # then the unchanged records are the very same objects, the changed one is parsed anew,
+    # and every result is what parsing without a memo gives
+    assert sorted(second) == sorted(first)
+    assert [k for k in second if second[k] is not first[k]] == [2]
+    assert second[2].state == "RUNNING" and first[2].state == "PENDING"
+    assert list(second.values()) == parse_squeue_json(json.dumps(doc))
+    # and a listing printed differently (other spacing) is parsed anew, to the same jobs
+    third = parse_squeue_json(json.dumps(doc, indent=1), memo=memo)
+    assert third == list(second.values()) and all(a is not b for a, b in zip(third, second.values()))
+
+
+def test_a_memo_does_not_lose_the_checks_of_a_listing() -> None:
+    # given a memo that holds a good listing
+    memo: RecordMemo = RecordMemo()
+    good = '{"jobs": [{"job_id": 5, "job_state": "RUNNING"}]}'
+    [job] = parse_squeue_json(good, memo=memo)
+    # then a listing with a non-object, a non-list or errors is refused all the same
+    for bad in ('{"jobs": [{"job_id": 5, "job_state": "RUNNING"}, 7]}', '{"jobs": 3}'):
+        with pytest.raises(SlurmOutputError):
+            parse_squeue_json(bad, memo=memo)
+    with pytest.raises(SlurmReportedError):
+        parse_squeue_json(
+            '{"errors": [{"error": "x"}], "jobs": [{"job_id": 5, "job_state": "RUNNING"}]}', memo=memo
+        )
+    # and the good listing still parses to the same job
+    assert parse_squeue_json(good, memo=memo) == [job]
+
+
+def test_numbers_past_64_bits_or_nan_are_read_as_pythons_decoder_reads_them() -> None:
+    # msgspec refuses them; the parse falls back to json (a value it cannot use becomes None)
+    [j] = parse_squeue_json(
+        '{"jobs": [{"job_id": 5, "time_limit": 123456789012345678901234567890, "priority": NaN}]}'
+    )
+    assert (j.job_id, j.time_limit_minutes) == (5, 123456789012345678901234567890)
+    [n] = parse_sinfo_json(
+        '{"nodes": [{"name": "x", "cpus": 1e400, "real_memory": 64.0}]}', memo=RecordMemo()
+    )
+    assert (n.name, n.cpus, n.memory_mb) == ("x", None, 64)
 
 
 def test_missing_values_become_none() -> None:

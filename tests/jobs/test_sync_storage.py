@@ -19,7 +19,7 @@ from django.test.utils import CaptureQueriesContext
 from inventory.models import Cluster, Node
 from jobs import sync, sync_storage
 from jobs.cluster import JobInfo, NodeInfo
-from jobs.models import Job, JobTransition, NodeState
+from jobs.models import ClusterAccount, Job, JobTransition, NodeState
 from jobs.sync import reconcile
 from tests.clusters import make_nodes
 
@@ -158,3 +158,21 @@ def test_cold_sync_writes_rows_and_transitions_in_a_fixed_number_of_queries(clus
     assert JobTransition.objects.filter(from_state="", to_state="RUNNING").count() == 300
     assert NodeState.objects.count() == 2
     assert len(ctx.captured_queries) == 12  # savepoint, 6 reads and id range, 4 COPY/UPDATE, cluster, release
+
+
+def test_an_account_mapped_between_two_syncs_of_the_same_parsed_jobs_gives_them_their_owner(
+    cluster, researcher_user
+) -> None:
+    # given a synced listing whose user has no portal account yet (the memo holds these JobInfo)
+    jobs = [_job(1), _job(2, "PENDING")]
+    reconcile(cluster, nodes=[], jobs=jobs)
+    assert set(Job.objects.values_list("owner_id", flat=True)) == {None}
+    # when alice is mapped to a portal user and the very same parsed jobs are synced again
+    ClusterAccount.objects.create(cluster=cluster, user=researcher_user, username="alice")
+    result = reconcile(cluster, nodes=[], jobs=jobs)
+    # then both rows now belong to her, and nothing else changed
+    assert set(Job.objects.values_list("owner_id", flat=True)) == {researcher_user.pk}
+    assert (len(result.job_ids), result.transitions) == (2, 0)
+    # and a third pass writes nothing
+    again = reconcile(cluster, nodes=[], jobs=jobs)
+    assert (again.job_ids, again.transitions) == ([], 0)

@@ -110,6 +110,21 @@ def test_the_store_refuses_a_repeated_series_and_time(inv: Any) -> None:
     assert sorted(Sample.objects.values_list("value", flat=True)) == [1.0, 4.0]
 
 
+def test_stored_samples_read_back_exactly(inv: Any) -> None:
+    # given samples at microsecond times (one given in another zone), tiny, negative and huge values
+    node = inv.node("gpu01")
+    a, b = (Series.objects.create(node=node, metric=m) for m in ("node_power_w", "temperature_c"))
+    t0 = timezone.now().astimezone(dt.UTC).replace(hour=12, microsecond=123457)
+    later = (t0 + dt.timedelta(seconds=10, microseconds=1)).astimezone(dt.timezone(dt.timedelta(hours=8)))
+    rows = [(t0, a.pk, 1e-300), (t0, b.pk, -40.25), (later, a.pk, 1.7976931348623157e308)]
+    storage.partitions_ensure([t0.date()])
+    # when they are written in one batch
+    storage.samples_write(rows, t0.date())
+    # then every (ts, series, value) is what was given, to the microsecond and the last bit
+    stored = sorted(Sample.objects.values_list("ts", "series_id", "value"))
+    assert stored == sorted(rows)
+
+
 @pytest.mark.skipif("connection.vendor != 'postgresql'")
 def test_the_migration_removes_stored_repeats_and_makes_the_index_unique(inv: Any) -> None:
     import importlib

@@ -12,7 +12,7 @@ from inventory.seed import seed_demo
 from jobs.models import Action, ClusterAccount, Job, RunbookRun
 from jobs.runbooks import runbook_ensure_default
 from jobs.seed import jobs_seed_templates
-from monitoring.models import Alert, AlertRule, HealthCheck, NodeHealth
+from monitoring.models import Alert, AlertRule, HealthCheck, NodeHealth, PrometheusSource
 
 
 @pytest.fixture
@@ -35,3 +35,7 @@ def world(admin_user: Any, operator_user: Any, researcher_user: Any) -> None:
     check = HealthCheck.objects.create(name="disk", kind="disk_free", params={"path": "/"})
     NodeHealth.objects.create(health_check=check, node=node, status="failing", message="/: 2.0% free")
     RunbookRun.objects.create(runbook=runbook_ensure_default(), node=node, status="waiting", step="wait_idle")
+    # a Prometheus source, off: the cluster's charts still read the store (no server runs here)
+    PrometheusSource.objects.create(
+        cluster=cluster, base_url="http://127.0.0.1:9", enabled=False, timeout_s=1
+    )

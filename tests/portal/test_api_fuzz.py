@@ -113,6 +113,8 @@ def _fuzz(schema_dict: dict[str, Any], token: str, ids: dict[str, Any]) -> dict[
             }
         }
     )
+    # remote write bodies are bytes (snappy protobuf): sent as generated, like octet-stream
+    schemathesis.serializer.alias("application/x-protobuf", "application/octet-stream")
     schema = schemathesis.openapi.from_dict(schema_dict, config=config)
     schema.app = _InTestTransaction(get_wsgi_application())
     headers = {"Authorization": f"Token {token}"}

@@ -30,7 +30,7 @@ def test_the_schema_generates_without_a_warning_or_error_and_validates(schema: d
 
 def test_every_operation_declares_its_authentication_and_error_answers(schema: dict[str, Any]) -> None:
     schemes = schema["components"]["securitySchemes"]
-    assert sorted(schemes) == ["cookieAuth", "nodeTokenAuth", "tokenAuth"]
+    assert sorted(schemes) == ["cookieAuth", "nodeTokenAuth", "pushTokenAuth", "tokenAuth"]
     assert schemes["tokenAuth"] == {
         "type": "apiKey",
         "in": "header",
@@ -49,6 +49,12 @@ def test_every_operation_declares_its_authentication_and_error_answers(schema: d
     assert ingest["security"] == [{"nodeTokenAuth": []}, {"tokenAuth": []}, {"cookieAuth": []}]
     assert sorted(ingest["responses"]) == ["202", "400", "401", "403", "413", "415"]
     assert sorted(ingest["requestBody"]["content"]) == ["application/json", "text/plain"]
+    remote_write = schema["paths"]["/api/monitoring/remote-write/"]["post"]
+    assert remote_write["security"] == [{"pushTokenAuth": []}, {"tokenAuth": []}]
+    assert sorted(remote_write["responses"]) == ["202", "400", "401", "403", "413", "415"]
+    assert remote_write["requestBody"]["content"] == {
+        "application/x-protobuf": {"schema": {"type": "string", "format": "binary"}}
+    }
 
 
 def test_related_objects_are_written_by_id_and_read_as_brief_objects(schema: dict[str, Any]) -> None:

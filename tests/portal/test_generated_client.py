@@ -37,11 +37,16 @@ def _generate(url: str, token: str, where: Path) -> Path:
         cwd=where, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    # the one piece it cannot generate: raw tool output (text/plain) for ingest, which JSON samples replace
+    # the pieces it cannot generate: raw tool output (text/plain) for ingest, which JSON samples replace,
+    # and Prometheus remote write (snappy protobuf), which Prometheus, Alloy or vmagent send, not scripts
     said = done.stdout + done.stderr
     warnings = [line for line in said.splitlines() if line.startswith("WARNING")]
-    assert warnings == ["WARNING parsing POST /api/monitoring/ingest/ within monitoring."], said
+    assert warnings == [
+        "WARNING parsing POST /api/monitoring/ingest/ within monitoring.",
+        "WARNING parsing POST /api/monitoring/remote-write/ within monitoring. Endpoint will not be generated.",
+    ], said
     assert "Unsupported content type text/plain" in said
+    assert "Unsupported content type application/x-protobuf" in said
     return where / "rackpilot_client"
 
 

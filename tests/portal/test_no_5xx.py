@@ -52,14 +52,9 @@ def test_the_brief_field_has_hashable_choices(world: None) -> None:
     assert len(choices) == 3
 
 
-IGNORE_BODY = [
-    "acknowledge",
-    "cancel",
-    "cancel",
-    "continue",
-    "plan",
-    "resolve",
-]  # jobs and runbook runs cancel
+# routes that never read their body (the job and the runbook-run cancels among them)
+IGNORE_BODY = ["acknowledge", "cancel", "cancel", "check", "continue", "plan", "resolve"]
+NOT_JSON = ["remote-write"]  # snappy protobuf: a JSON body is a 415
 
 
 @pytest.mark.parametrize("depth", [50_000, 2_000, 33])
@@ -68,6 +63,7 @@ def test_deeply_nested_json_is_a_400_on_every_write(admin_api: APIClient, depth:
     routes = [(r, m, c) for r, m, c in unsafe_routes() if m != "DELETE"]
     refused = 0
     ignored: list[str] = []
+    not_json: list[str] = []
     for regex, method, cls in routes:
         path = route_path(regex, cls)
         res = admin_api.generic(method, path, data=body, content_type="application/json")
@@ -75,11 +71,14 @@ def test_deeply_nested_json_is_a_400_on_every_write(admin_api: APIClient, depth:
         if res.status_code == 400:
             assert "nested deeper than 32 levels" in res.content.decode(), (method, path, res.content[:300])
             refused += 1
+        elif res.status_code == 415:
+            not_json.append(regex)
         else:  # a route that never reads its body (a cancel, the fabric plan): it just acts
             assert res.status_code in (200, 201, 202), (method, path, res.status_code)
             ignored.append(regex)
-    assert refused == len(routes) - len(ignored)
+    assert refused == len(routes) - len(ignored) - len(not_json)
     assert sorted(r.rsplit("/", 2)[-2] for r in ignored) == IGNORE_BODY
+    assert sorted(r.rsplit("/", 2)[-2].replace("\\", "") for r in not_json) == NOT_JSON
 
 
 def test_json_nested_within_the_limit_still_parses(admin_api: APIClient) -> None:

@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('inventory', '0007_port_template_eth_channels'),
-        ('monitoring', '0007_sample_one_per_series_ts'),
+        ('monitoring', '0008_prometheus'),
     ]
 
     operations = [

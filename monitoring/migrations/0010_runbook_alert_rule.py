@@ -16,6 +16,6 @@ def remove(apps, schema_editor):  # type: ignore[no-untyped-def]
 
 
 class Migration(migrations.Migration):
-    dependencies = [("monitoring", "0008_health_checks")]
+    dependencies = [("monitoring", "0009_health_checks")]
 
     operations = [migrations.RunPython(create, remove)]
