@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils.translation import gettext as _
 
+from inventory.choices import CableStatus
 from inventory.models import Cable, CableTermination, Card, Port
 from portal.models import AuditEntry
 from portal.services import audit_record, instance_save, integrity_error_as_validation, model_snapshot
@@ -106,4 +107,25 @@ def cable_update(
                     term.save()
             except IntegrityError as exc:
                 raise integrity_error_as_validation(exc) from exc
+    return cable
+
+
+@transaction.atomic
+def cable_mark_faulty(cable: Cable, *, user: Any, reason: str) -> Cable:
+    """Mark a cable faulty (the fabric check flags it until someone replaces it and sets it
+    connected again), with ``reason`` in the audit log. Marking a faulty cable again changes nothing."""
+    cable = Cable.objects.select_for_update().get(pk=cable.pk)
+    if cable.status == CableStatus.FAULTY:
+        return cable
+    before = cable.status
+    cable.status = CableStatus.FAULTY
+    cable.save(update_fields=["status", "last_updated"])
+    audit_record(
+        user=user,
+        action=AuditEntry.Action.UPDATE,
+        instance=cable,
+        before={"status": before},
+        after={"status": cable.status},
+        message=reason[:500],
+    )
     return cable

@@ -328,6 +328,7 @@ def _end_label(port: Port | None) -> str:
 class CableView(ObjectDetailView):
     model = Cable
     queryset = selectors.cable_list
+    template_name = "inventory/cable.html"
     fields = [
         Column(_("A end"), render=lambda c: _end_label(c.a_port)),
         Column(_("B end"), render=lambda c: _end_label(c.b_port)),

@@ -227,6 +227,7 @@ class JobSubmitForm(forms.Form):
             "work_dir": d.get("work_dir") or None,
             "output": d.get("output") or None,
             "environment": d.get("environment") or {},
+            "template": self.job_template,
         }
 
 
@@ -296,7 +297,8 @@ class JobTemplateForm(forms.ModelForm[JobTemplate]):
 
     class Meta:
         model = JobTemplate
-        fields = ["name", "description", "cluster", "script", "defaults", "locked_fields"]
+        fields = ["name", "description", "cluster", "script", "defaults", "locked_fields", "checkpoint_dir",
+                  "resume_variable"]  # fmt: skip
 
     def clean_defaults(self) -> dict[str, Any]:
         defaults = self.cleaned_data.get("defaults") or {}

@@ -238,6 +238,24 @@ class JobTransition(models.Model):
         return f"{self.job_id}: {self.from_state or '-'} -> {self.to_state}"
 
 
+class NodeTransition(models.Model):
+    """A node's Slurm state or reason change as seen by the sync (the report and the timeline read
+    them: a node that went down during a job, and came back since, is still on record)."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="slurm_transitions")
+    from_state = models.CharField(max_length=32, blank=True)
+    to_state = models.CharField(max_length=32)
+    reason = models.CharField(max_length=255, blank=True)
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["node", "at"])]
+
+    def __str__(self) -> str:
+        return f"{self.node_id}: {self.from_state or '-'} -> {self.to_state}"
+
+
 class NodeState(models.Model):
     """What Slurm last said about an inventory node (the sync also writes Node.slurm_state/reason)."""
 
@@ -299,6 +317,22 @@ class JobTemplate(models.Model):
     script = models.TextField(_("script"))
     defaults = models.JSONField(_("defaults"), default=dict, blank=True)
     locked_fields = models.JSONField(_("locked fields"), default=list, blank=True)
+    checkpoint_dir = models.CharField(
+        _("checkpoint directory"),
+        max_length=4096,
+        blank=True,
+        help_text=_("Where the job's script saves its checkpoints; a resubmission can resume from there."),
+    )
+    resume_variable = models.CharField(
+        _("resume variable"),
+        max_length=128,
+        blank=True,
+        validators=[RegexValidator(r"^[A-Za-z_][A-Za-z0-9_]*$", _("An environment variable name."))],
+        help_text=_(
+            "Set to the checkpoint directory when a job is resubmitted to resume (e.g. RESUME_FROM); "
+            "the script passes it to the trainer."
+        ),
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -307,9 +341,21 @@ class JobTemplate(models.Model):
 
     class Meta:
         ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(checkpoint_dir="", resume_variable="")
+                | (~Q(checkpoint_dir="") & ~Q(resume_variable="")),
+                name="jobtemplate_checkpoint_and_resume_together",
+                violation_error_message=_("A checkpoint directory and a resume variable go together."),
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def can_resume(self) -> bool:
+        return bool(self.checkpoint_dir and self.resume_variable)
 
 
 class Runbook(models.Model):

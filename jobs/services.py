@@ -33,6 +33,7 @@ from jobs.models import (
     ActionStatus,
     ClusterAccount,
     Job,
+    JobTemplate,
     Partition,
 )
 from jobs.selectors import cluster_account_for
@@ -234,7 +235,7 @@ def job_cancel_request(job: Job, *, user: Any) -> Action:
 # ---------------------------------------------------------------------------- submit
 
 SPEC_FIELDS = ("partition", "account", "nodes", "ntasks_per_node", "cpus_per_task", "gpus", "gpu_type",
-               "time_limit_minutes", "work_dir", "output", "environment")  # fmt: skip
+               "time_limit_minutes", "work_dir", "output", "environment", "exclude")  # fmt: skip
 
 
 def _validate_against_partitions(cluster: Cluster, spec: JobSpec) -> str | None:
@@ -280,10 +281,17 @@ def _validate_against_partitions(cluster: Cluster, spec: JobSpec) -> str | None:
 
 @transaction.atomic
 def job_submit_check(
-    *, user: Any, cluster: Cluster, name: str, script: str, **spec_fields: Any
+    *,
+    user: Any,
+    cluster: Cluster,
+    name: str,
+    script: str,
+    template: JobTemplate | None = None,
+    **spec_fields: Any,
 ) -> tuple[ClusterAccount, dict[str, Any]]:
     """Every check a submission passes before anything is written (the form's inline validation runs
-    exactly this): returns the user's cluster account and the action's parameters."""
+    exactly this): returns the user's cluster account and the action's parameters. ``template``: the
+    job template it came from (recorded, so that a resubmission can resume from its checkpoints)."""
     if not user.has_perm(SUBMIT_JOB):
         raise PermissionDenied(_("You may not submit jobs."))
     unknown = sorted(set(spec_fields) - set(SPEC_FIELDS))
@@ -301,6 +309,10 @@ def job_submit_check(
     fields = {k: val for k, val in spec_fields.items() if val is not None and val != ""}
     fields.setdefault("nodes", 1)
     fields.setdefault("gpus", 0)
+    if "exclude" in fields:
+        if isinstance(fields["exclude"], str) or not isinstance(fields["exclude"], list | tuple):
+            raise ValidationError({"exclude": [_("A list of node names.")]})
+        fields["exclude"] = list(fields["exclude"])
     if account.default_account and "account" not in fields:
         fields["account"] = account.default_account
     _check(v.validate_job_name, name, "name")
@@ -314,18 +326,31 @@ def job_submit_check(
     partition = _validate_against_partitions(cluster, spec)
     if partition and not spec.partition:
         fields["partition"] = partition
-    return account, {
+    params: dict[str, Any] = {
         "target": name,
         "cluster_user": account.username,
         "name": name,
         "script": script,
         "spec": {**fields, "environment": dict(fields.get("environment") or {})},
     }
+    if template is not None:
+        params["template"] = template.pk
+    return account, params
 
 
-def job_submit(*, user: Any, cluster: Cluster, name: str, script: str, **spec_fields: Any) -> Action:
+def job_submit(
+    *,
+    user: Any,
+    cluster: Cluster,
+    name: str,
+    script: str,
+    template: JobTemplate | None = None,
+    **spec_fields: Any,
+) -> Action:
     """Validate a job for ``cluster`` and record a submit action run as the user's cluster account."""
-    account, params = job_submit_check(user=user, cluster=cluster, name=name, script=script, **spec_fields)
+    account, params = job_submit_check(
+        user=user, cluster=cluster, name=name, script=script, template=template, **spec_fields
+    )
     action = Action(kind=ActionKind.SUBMIT, cluster=cluster, params=params, requested_by=user)
     return _create_action(
         action,
@@ -333,6 +358,51 @@ def job_submit(*, user: Any, cluster: Cluster, name: str, script: str, **spec_fi
         audit=AuditEntry.Action.SUBMIT,
         message=f"submit {name} as {account.username} on {cluster.name}",
     )
+
+
+def _submitted_as(job: Job) -> dict[str, Any]:
+    """The name, script and spec ``job`` was submitted with: its submit action's, or (a job the
+    portal did not submit) what the sync recorded of it."""
+    action = job.submitted_by_action
+    if action is not None and action.kind == ActionKind.SUBMIT:
+        p = action.params
+        return {"name": p["name"], "script": p["script"], "template": p.get("template"), **p.get("spec", {})}
+    if not job.script:
+        raise ValidationError({"job": [_("The script of job %(id)s is not known.") % {"id": job.slurm_id}]})
+    spec = {"partition": job.partition, "account": job.account, "nodes": job.node_count or 1, "gpus": job.gpus,
+            "gpu_type": job.gpu_type, "time_limit_minutes": job.time_limit, "work_dir": job.work_dir}  # fmt: skip
+    return {"name": job.name or f"job-{job.job_id}", "script": job.script, "template": None, **spec}
+
+
+def job_resubmit(job: Job, *, user: Any, exclude: str = "", resume: bool = False) -> Action:
+    """Submit ``job`` again as it was submitted, through :func:`job_submit` (the same checks and
+    action), as its owner. ``exclude``: one of its nodes to leave out (``sbatch --exclude``);
+    ``resume``: set its template's resume variable to the template's checkpoint directory."""
+    if job.owner_id is None or job.owner_id != getattr(user, "pk", None):
+        raise PermissionDenied(_("You may only resubmit your own jobs."))
+    if job.is_active:
+        raise ValidationError({"job": [_("Job %(id)s has not finished.") % {"id": job.slurm_id}]})
+    fields = _submitted_as(job)
+    template_id = fields.pop("template", None)
+    template = JobTemplate.objects.filter(pk=template_id).first() if template_id else None
+    if exclude:
+        if f",{exclude}," not in (job.node_names or ""):
+            raise ValidationError(
+                {
+                    "exclude": [
+                        _("%(node)s is not a node of job %(id)s.") % {"node": exclude, "id": job.slurm_id}
+                    ]
+                }
+            )
+        fields["exclude"] = sorted({*(fields.get("exclude") or []), exclude})
+    if resume:
+        if template is None or not template.can_resume:
+            raise ValidationError({"resume": [_("This job's template saves no checkpoints to resume from.")]})
+        fields["environment"] = {
+            **(fields.get("environment") or {}),
+            template.resume_variable: template.checkpoint_dir,
+        }
+    return job_submit(user=user, cluster=job.cluster, template=template, **fields)
 
 
 # ---------------------------------------------------------------------------- execution

@@ -30,7 +30,15 @@ from inventory.models import Cluster, Node
 from jobs import sync_storage
 from jobs.backends import cluster_backend
 from jobs.cluster import ClusterBackend, ClusterError, JobInfo, NodeInfo, PartitionInfo, RetryableError
-from jobs.models import JOB_STATE_UNKNOWN, ClusterAccount, Job, JobTransition, NodeState, Partition
+from jobs.models import (
+    JOB_STATE_UNKNOWN,
+    ClusterAccount,
+    Job,
+    JobTransition,
+    NodeState,
+    NodeTransition,
+    Partition,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -276,6 +284,7 @@ def reconcile_nodes(
     new_states: list[tuple[Any, ...]] = []
     changed_states: list[tuple[Any, ...]] = []
     node_updates: list[tuple[int, str, str, datetime | None]] = []
+    history: list[tuple[int, str, str, str, datetime]] = []
     changed_ids: list[int] = []
     unknown: list[str] = []
     listed: set[int] = set()
@@ -296,6 +305,7 @@ def reconcile_nodes(
         display, reason = info.display_state, (info.reason or "")[:255]
         if old_state != display or old_reason != reason:
             node_updates.append((pk, display, reason, now if old_state != display else since))
+            history.append((pk, old_state, display, reason, now))
             changed = True
         if changed:
             changed_ids.append(pk)
@@ -303,10 +313,12 @@ def reconcile_nodes(
     for name, (pk, old_state, _reason, _since) in inventory.items():
         if pk not in listed and old_state not in ("", "missing"):
             node_updates.append((pk, "missing", f"{name} not reported by Slurm", now))
+            history.append((pk, old_state, "missing", f"{name} not reported by Slurm", now))
             changed_ids.append(pk)
     sync_storage.insert_rows(NodeState, ("node_id", "last_seen", *NODE_SYNC_FIELDS), new_states)
     sync_storage.update_rows(NodeState, (*NODE_SYNC_FIELDS, "last_seen"), changed_states)
     sync_storage.update_rows(Node, ("slurm_state", "slurm_reason", "slurm_state_since"), node_updates)
+    sync_storage.insert_rows(NodeTransition, ("node_id", "from_state", "to_state", "reason", "at"), history)
     return changed_ids, unknown
 
 

@@ -25,6 +25,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseStopPolling
 from django_htmx.middleware import HtmxDetails
 
+from inventory.models import Cable, Card, Node
 from jobs import page_selectors as ps
 from jobs import runbooks, selectors, services
 from jobs.filters import ActionFilterSet
@@ -32,6 +33,9 @@ from jobs.forms import JobSubmitForm, JobTemplateForm, NodeOperationForm, templa
 from jobs.models import Action, Job, JobTemplate, RunbookRun
 from jobs.output import job_output_get
 from jobs.pending_reasons import diagnose_output, explain_pending_reason, explain_submit_error
+from jobs.report import services as report_services
+from jobs.report import timeline as tl
+from jobs.report.selectors import job_report_get, report_next_steps
 from monitoring.selectors import job_energy_get
 from portal.views.generic import Column, ObjectDetailView, ObjectEditView, ObjectListView, _add_errors
 
@@ -130,6 +134,125 @@ def job_output(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         stop = HttpResponseStopPolling(response.content)
         return stop
     return response
+
+
+@login_required
+@permission_required("jobs.view_job", raise_exception=True)
+def job_report(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The job's report (efficiency, notes, diagnosis, next steps); polls while the job runs or its
+    output has not been read yet."""
+    job = _visible_job(request, pk)
+    output = job_output_get(job)
+    report = job_report_get(job, output=output.text)
+    poll = job.is_active or output.pending
+    context = {"job": job, "report": report, "next": report_next_steps(report, request.user), "poll": poll}
+    response = render(request, "jobs/job_report.html", context)
+    if request.htmx and not poll:
+        return HttpResponseStopPolling(response.content)
+    return response
+
+
+def _next_step_done(request: HtmxHttpRequest, job: Job, run: Any, done: Any) -> HttpResponse:
+    """Run a next-step service; its refusal comes back as a message on the job page."""
+    try:
+        result = run()
+    except PermissionDenied as exc:
+        return _forbidden(request, str(exc))
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return HttpResponseRedirect(reverse("jobs:job", args=[job.pk]))
+    return done(result)
+
+
+@login_required
+@require_POST
+def job_resubmit(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    job = _visible_job(request, pk)
+    exclude = request.POST.get("exclude", "")
+    resume = request.POST.get("resume") == "1"
+    return _next_step_done(
+        request,
+        job,
+        lambda: services.job_resubmit(job, user=request.user, exclude=exclude, resume=resume),
+        lambda action: HttpResponseRedirect(reverse("jobs:action", args=[action.pk])),
+    )
+
+
+@login_required
+@require_POST
+def job_drain_suspect(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    job = _visible_job(request, pk)
+    return _next_step_done(
+        request,
+        job,
+        lambda: report_services.job_suspect_node_drain(job, user=request.user),
+        lambda action: HttpResponseRedirect(reverse("jobs:action", args=[action.pk])),
+    )
+
+
+@login_required
+@require_POST
+def job_cable_faulty(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    job = _visible_job(request, pk)
+
+    def done(cable: Any) -> HttpResponse:
+        messages.success(request, _("Cable %(cable)s is marked faulty.") % {"cable": cable})
+        return HttpResponseRedirect(reverse("inventory:cable", args=[cable.pk]))
+
+    return _next_step_done(
+        request, job, lambda: report_services.job_suspect_cable_mark_faulty(job, user=request.user), done
+    )
+
+
+@login_required
+def timeline(request: HtmxHttpRequest, kind: str, pk: int) -> HttpResponse:
+    """The incident timeline of a job, node, card or cable, filtered by source and severity, with
+    the telemetry charts of the same window beneath it."""
+    range_key = ""
+    if kind == "job":
+        if not request.user.has_perm("jobs.view_job"):
+            return _forbidden(request)
+        obj: Any = _visible_job(request, pk)
+    else:
+        models = {"node": Node, "card": Card, "cable": Cable}
+        if kind not in models or not request.user.has_perm(f"inventory.view_{kind}"):
+            raise Http404
+        obj = get_object_or_404(models[kind], pk=pk)
+        range_key = request.GET.get("range") or tl.DEFAULT_RANGE
+        range_key = range_key if range_key in tl.RANGES else tl.DEFAULT_RANGE
+    scope = tl.scope_of(kind, obj, range_key or tl.DEFAULT_RANGE)  # type: ignore[arg-type]
+    sources = [x for x in request.GET.getlist("source") if x in tl.SOURCES] or list(tl.SOURCES)
+    severity = request.GET.get("severity") or "info"
+    severity = severity if severity in tl.SEVERITIES else "info"
+    entries = tl.timeline_list(scope, user=request.user, sources=sources, min_severity=severity)
+    context = {
+        "title": _("Timeline of job %(id)s") % {"id": scope.label}
+        if kind == "job"
+        else _("Timeline of %(what)s") % {"what": scope.label},
+        "kind": kind, "obj": obj, "scope": scope, "entries": entries, "sources": tl.SOURCES,
+        "chosen": sources, "severity": severity, "severities": tl.SEVERITIES, "range_key": range_key,
+        "ranges": tl.RANGE_LABELS, "max_entries": tl.MAX_ENTRIES, **_timeline_charts(kind, obj, scope),
+    }  # fmt: skip
+    if request.htmx and not request.htmx.boosted:
+        return render(request, "jobs/timeline.html#timeline-entries", context)
+    return render(request, "jobs/timeline.html", context)
+
+
+def _timeline_charts(kind: str, obj: Any, scope: tl.Scope) -> dict[str, Any]:
+    """The charts beneath a timeline: its window, on the node (a job: its first node) or card."""
+    from inventory.templatetags.inventory_live import chart_labels
+    from monitoring.overview import CHART_METRICS
+
+    if kind == "cable" or not scope.node_ids:
+        return {}
+    node = Node.objects.get(pk=obj.node_id if kind == "card" else scope.node_ids[0])
+    cards = [obj] if kind == "card" else list(Card.objects.filter(node=node).order_by("slot"))
+    return {
+        "chart_node": node.pk, "chart_card": obj.pk if kind == "card" else None, "chart_node_name": node.hostname,
+        "chart_cards": [{"id": c.pk, "label": c.slot} for c in cards], "chart_metrics": CHART_METRICS,
+        "chart_labels": chart_labels(), "chart_from": int(scope.start.timestamp()),
+        "chart_to": int(scope.end.timestamp()),
+    }  # fmt: skip
 
 
 @login_required

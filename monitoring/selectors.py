@@ -156,6 +156,70 @@ def series_query(
     return SeriesResult(resolution=source, step=step, start=start, end=end, series=series)
 
 
+@dataclass(frozen=True)
+class SeriesStats:
+    """One series summarised over a window (see :func:`series_window_stats`)."""
+
+    series_id: int
+    node_id: int
+    card_id: int | None
+    card_ref: str
+    metric: str
+    labels: str
+    min: float
+    mean: float
+    max: float
+    samples: int
+    share_above: float
+
+
+def window_resolution(start: dt.datetime, end: dt.datetime, *, now: dt.datetime | None = None) -> int:
+    """The stored resolution a window's summary reads: buckets at most a twentieth of the window
+    (a 24 h job reads 1 h rollups, a 2 h job 1 min rollups, a 10 min job raw samples)."""
+    return resolution_choose(max(1, int((end - start).total_seconds() / 20)), start, now=now)
+
+
+def series_window_stats(
+    *,
+    node_ids: Iterable[int],
+    metrics: Iterable[str],
+    start: dt.datetime,
+    end: dt.datetime,
+    above: dict[str, float] | None = None,
+    now: dt.datetime | None = None,
+) -> tuple[int, list[SeriesStats]]:
+    """(resolution read, min / mean / max / samples of every series of these metrics on these
+    nodes over [start, end)). ``above``: metric -> threshold, for the share of time above it."""
+    source = window_resolution(start, end, now=now)
+    rows = list(
+        Series.objects.filter(node_id__in=list(node_ids), metric__in=list(metrics)).values_list(
+            "id", "node_id", "card_id", "card_ref", "metric", "labels"
+        )
+    )
+    meta = {r[0]: r for r in rows}
+    above = above or {}
+    groups: dict[float | None, list[int]] = {}
+    for r in rows:
+        groups.setdefault(above.get(r[4]), []).append(r[0])
+    out: list[SeriesStats] = []
+    for threshold, ids in groups.items():
+        for sid, mn, mean, mx, n, share in storage.series_window_aggregate(
+            ids, start, end, source, above=threshold
+        ):
+            _id, node_id, card_id, card_ref, metric, labels = meta[sid]
+            out.append(SeriesStats(sid, node_id, card_id, card_ref, metric, labels, mn, mean, mx, n, share))
+    return source, out
+
+
+def event_window_list(*, node_ids: Iterable[int], start: dt.datetime, end: dt.datetime) -> QuerySet[Event]:
+    """Telemetry events of these nodes in [start, end], oldest first."""
+    return (
+        Event.objects.filter(node_id__in=list(node_ids), ts__gte=start, ts__lte=end)
+        .select_related("node", "card")
+        .order_by("ts", "id")
+    )
+
+
 def prometheus_target(*, node: str | None, card: str | None) -> tuple[Any, Any, Any] | None:
     """(source, node, card) when the node or card asked for is of a cluster whose telemetry an
     enabled Prometheus source holds; None (the portal's own store) otherwise."""

@@ -436,3 +436,51 @@ def raw_points(
         .values_list("series_id", "ts", "value")
     )
     return list(qs)
+
+
+def series_window_aggregate(
+    series_ids: Sequence[int],
+    start: dt.datetime,
+    end: dt.datetime,
+    source: int,
+    *,
+    above: float | None = None,
+) -> list[tuple[int, float, float, float, int, float]]:
+    """(series_id, min, mean, max, samples, share above) of each series over [start, end), read
+    from raw samples (``source`` 0) or a rollup (60 / 3600: the buckets starting in the window's
+    first partial bucket .. end). ``share above``: the share of samples (raw) or of time (buckets
+    whose max exceeds it) above ``above``; 0 when ``above`` is None. One query for all series."""
+    if not series_ids:
+        return []
+    if source == 0:
+        table, col, mn, mean, mx, n = SAMPLE_TABLE, "ts", "MIN(value)", "AVG(value)", "MAX(value)", "COUNT(*)"
+        hot = "SUM(CASE WHEN value > %s THEN 1 ELSE 0 END)"
+        start_at = start
+    else:
+        table, col, mn, mx, n = ROLLUP_TABLES[source], "bucket", "MIN(min)", "MAX(max)", "SUM(count)"
+        mean = "SUM(avg * count) / SUM(count)"
+        hot = "SUM(CASE WHEN max > %s THEN count ELSE 0 END)"
+        start_at = dt.datetime.fromtimestamp(start.timestamp() // source * source, tz=dt.UTC)
+    params: list[Any]
+    if is_postgres():
+        ids_sql, params = "series_id = ANY(%s)", [[*series_ids]]
+    else:
+        ids_sql, params = f"series_id IN ({', '.join(['%s'] * len(series_ids))})", [*series_ids]
+    sql = (
+        f"SELECT series_id, {mn}, {mean}, {mx}, {n}, {hot} FROM {table} "
+        f"WHERE {ids_sql} AND {col} >= %s AND {col} < %s GROUP BY series_id"
+    )
+    threshold = 1e308 if above is None else above
+    with connection.cursor() as cur:
+        cur.execute(sql, [threshold, *params, _db_value(start_at), _db_value(end)])
+        return [
+            (
+                int(r[0]),
+                float(r[1]),
+                float(r[2]),
+                float(r[3]),
+                int(r[4]),
+                float(r[5] or 0) / max(1, int(r[4])),
+            )
+            for r in cur.fetchall()
+        ]

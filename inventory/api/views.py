@@ -11,7 +11,7 @@ from inventory import filters, selectors
 from inventory.api import serializers as s
 from inventory.models import Cable, Card
 from inventory.services import cable_connect, cable_update, card_save
-from jobs.api.views import NodeActionsMixin
+from jobs.api.views import NodeActionsMixin, TimelineMixin
 from portal.api.viewsets import PortalModelViewSet
 
 
@@ -43,8 +43,9 @@ class ChassisModelViewSet(PortalModelViewSet):
     ordering_fields = ["manufacturer", "name"]
 
 
-class NodeViewSet(NodeActionsMixin, PortalModelViewSet):
+class NodeViewSet(NodeActionsMixin, TimelineMixin, PortalModelViewSet):
     queryset = selectors.node_list()
+    timeline_kind = "node"
     serializer_class = s.NodeSerializer
     filterset_class = filters.NodeFilterSet
     ordering_fields = ["hostname", "role", "status", "position", "purchase_cost", "created", "slurm_state"]
@@ -63,8 +64,9 @@ class PortTemplateViewSet(PortalModelViewSet):
     filterset_class = filters.PortTemplateFilterSet
 
 
-class CardViewSet(PortalModelViewSet):
+class CardViewSet(TimelineMixin, PortalModelViewSet):
     queryset = selectors.card_list()
+    timeline_kind = "card"
     serializer_class = s.CardSerializer
     filterset_class = filters.CardFilterSet
     ordering_fields = ["slot", "serial", "pci_bus_id", "created"]
@@ -81,8 +83,9 @@ class PortViewSet(PortalModelViewSet):
     ordering_fields = ["name", "speed_gbps"]
 
 
-class CableViewSet(PortalModelViewSet):
+class CableViewSet(TimelineMixin, PortalModelViewSet):
     queryset = selectors.cable_list()
+    timeline_kind = "cable"
     serializer_class = s.CableSerializer
     filterset_class = filters.CableFilterSet
     ordering_fields = ["id", "label", "kind", "status", "length_m"]

@@ -17,6 +17,7 @@ from jobs.models import (
     NodeState,
     Partition,
 )
+from monitoring.models import Event
 from portal.api.serializers import BriefRelatedField, PortalModelSerializer
 
 BASE = ["id", "url", "display"]
@@ -51,6 +52,10 @@ class JobSubmitParamsSerializer(serializers.Serializer):
     work_dir = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=4096)
     output = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=4096)
     environment = serializers.DictField(child=serializers.CharField(allow_blank=True), required=False)
+    exclude = serializers.ListField(
+        child=serializers.CharField(max_length=63), required=False, max_length=1024,
+        help_text="Node names the job must not run on (sbatch --exclude).",
+    )  # fmt: skip
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
@@ -152,6 +157,114 @@ class PartitionSerializer(PortalModelSerializer):
 class JobTemplateSerializer(PortalModelSerializer):
     class Meta:
         model = JobTemplate
-        fields = [*BASE, "name", "description", "cluster", "script", "defaults", "locked_fields", "created_by",
+        fields = [*BASE, "name", "description", "cluster", "script", "defaults", "locked_fields", "checkpoint_dir",
+                  "resume_variable", "created_by",
                   "created", "last_updated"]  # fmt: skip
         read_only_fields = ["created_by", "created", "last_updated"]
+
+
+# -- the job report (read-only shapes: drf-spectacular documents them, JobViewSet.report fills them)
+
+
+class ReportSuspectSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["node", "card", "cable"])
+    id = serializers.IntegerField()
+    label = serializers.CharField()  # type: ignore[assignment]  # the API's key; DRF pops declared fields
+
+
+class ReportFindingSerializer(serializers.Serializer):
+    """A note or a likely cause, with its evidence and what to do."""
+
+    code = serializers.CharField(help_text="e.g. nccl_link, xid_bus, card_oom, idle_cards, io_bound")
+    severity = serializers.ChoiceField(choices=Event.Severity.choices)
+    title = serializers.CharField()
+    evidence = serializers.ListField(child=serializers.CharField())
+    advice = serializers.ListField(child=serializers.CharField())
+    score = serializers.IntegerField(help_text="Diagnosis rank: higher is more likely (0 for notes).")
+    suspect = ReportSuspectSerializer(allow_null=True)
+
+
+class ReportCardSerializer(serializers.Serializer):
+    card_id = serializers.IntegerField(allow_null=True)
+    card_ref = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # the API's key; DRF pops declared fields
+    node = serializers.CharField()
+    vendor = serializers.CharField()
+    util_mean = serializers.FloatField(allow_null=True, help_text="%")
+    util_peak = serializers.FloatField(allow_null=True, help_text="%")
+    mem_mean = serializers.FloatField(allow_null=True, help_text="bytes")
+    mem_peak = serializers.FloatField(allow_null=True, help_text="bytes")
+    mem_total = serializers.FloatField(allow_null=True, help_text="bytes")
+    power_mean = serializers.FloatField(allow_null=True, help_text="W")
+    power_peak = serializers.FloatField(allow_null=True, help_text="W")
+    power_min = serializers.FloatField(allow_null=True, help_text="W")
+    energy_kwh = serializers.FloatField(allow_null=True, help_text="mean power x the window")
+    temp_mean = serializers.FloatField(allow_null=True, help_text="°C")
+    temp_peak = serializers.FloatField(allow_null=True, help_text="°C")
+    hot_share = serializers.FloatField(help_text="Share of the window above 85 °C (0-1).")
+    throttle = serializers.DictField(
+        child=serializers.FloatField(),
+        help_text="Throttle reason -> share of the window it was active (0-1).",
+    )
+    throttled_thermal = serializers.FloatField(help_text="Share of the window throttled for temperature.")
+    idle = serializers.BooleanField(help_text="Peak utilisation under 5 % the whole window.")
+
+
+class ReportNodeSerializer(serializers.Serializer):
+    node_id = serializers.IntegerField()
+    hostname = serializers.CharField()
+    slurm_name = serializers.CharField()
+    disk_iops_mean = serializers.FloatField(allow_null=True)
+    disk_iops_peak = serializers.FloatField(allow_null=True)
+    net_util_mean = serializers.FloatField(allow_null=True, help_text="%")
+    net_util_peak = serializers.FloatField(allow_null=True, help_text="%")
+    power_mean = serializers.FloatField(allow_null=True, help_text="W (BMC)")
+    power_peak = serializers.FloatField(allow_null=True, help_text="W (BMC)")
+    power_capacity = serializers.FloatField(allow_null=True, help_text="W")
+    cards = ReportCardSerializer(many=True)
+
+
+class JobReportSerializer(serializers.Serializer):
+    """Efficiency, notes and (for a failed job) the ranked likely causes, over the job's window."""
+
+    job = serializers.IntegerField()
+    state = serializers.CharField()
+    active = serializers.BooleanField(help_text="Still running: the window ends now.")
+    start = serializers.DateTimeField(allow_null=True)
+    end = serializers.DateTimeField(allow_null=True)
+    elapsed_s = serializers.FloatField()
+    time_limit_s = serializers.FloatField(allow_null=True)
+    time_used_pct = serializers.FloatField(allow_null=True)
+    resolution_s = serializers.IntegerField(help_text="Stored resolution read: 0 raw, 60 or 3600 rollups.")
+    energy_kwh = serializers.FloatField(allow_null=True)
+    failed = serializers.BooleanField()
+    unexplained = serializers.BooleanField(help_text="Failed, and nothing in the evidence explains it.")
+    diagnosis = ReportFindingSerializer(many=True)
+    notes = ReportFindingSerializer(many=True)
+    nodes = ReportNodeSerializer(many=True)
+    suspect_node = ReportSuspectSerializer(allow_null=True)
+    output = serializers.CharField(help_text="The tail of the job's output file as last read.")
+
+
+class JobResubmitSerializer(serializers.Serializer):
+    exclude = serializers.CharField(
+        required=False, allow_blank=True, max_length=63,
+        help_text="One of the job's nodes (its Slurm name) to leave out: sbatch --exclude.",
+    )  # fmt: skip
+    resume = serializers.BooleanField(
+        required=False, default=False,
+        help_text="Set the job template's resume variable to its checkpoint directory.",
+    )  # fmt: skip
+
+
+class TimelineEntrySerializer(serializers.Serializer):
+    ts = serializers.DateTimeField()
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # the API's key; DRF pops declared fields
+        choices=["slurm", "action", "alert", "event", "readiness", "change"]
+    )
+    severity = serializers.ChoiceField(choices=Event.Severity.choices)
+    title = serializers.CharField()
+    detail = serializers.CharField()
+    who = serializers.CharField(help_text="Who asked for an action or made a change.")
+    target = serializers.CharField(help_text="The object the entry is about.")
+    url = serializers.CharField(allow_null=True, help_text="Its page.")

@@ -445,7 +445,11 @@ class SimulatedCluster:
             if job.state != "PENDING":
                 continue
             part = self._partitions[job.partition]
-            members = [n for n in self._nodes.values() if job.partition in n.spec.partitions]
+            members = [
+                n
+                for n in self._nodes.values()
+                if job.partition in n.spec.partitions and n.spec.name not in job.spec.exclude
+            ]
             if job.spec.nodes > len(members):
                 job.reason = "PartitionNodeLimit"
                 continue

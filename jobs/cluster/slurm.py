@@ -349,6 +349,8 @@ class SlurmBackend:
             argv.append(f"--gres={gres}")
         if spec.time_limit_minutes:
             argv.append(f"--time={spec.time_limit_minutes}")
+        if spec.exclude:
+            argv.append(f"--exclude={','.join(spec.exclude)}")
         work_dir = spec.work_dir
         if work_dir is None and self.default_work_dir:
             work_dir = self.default_work_dir.replace("{user}", as_user)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -161,7 +161,8 @@ class JobSpec:
     ``gpus`` is GPUs per node. ``tag`` must be unique per submission: it is stored as
     ``--comment=rackpilot:<tag>`` so a retry finds the job the first try created.
     ``environment`` is exported on top of the submitting user's environment (values must not
-    contain ',' — Slurm's ``--export`` cannot escape it).
+    contain ',' — Slurm's ``--export`` cannot escape it). ``exclude``: plain node names, no hostlist
+    expressions.
     """
 
     name: str
@@ -178,6 +179,8 @@ class JobSpec:
     work_dir: str | None = None
     output: str | None = None
     environment: Mapping[str, str] = field(default_factory=dict)
+    #: node names the job must not run on (``sbatch --exclude``)
+    exclude: Sequence[str] = ()
 
 
 @dataclass(frozen=True)

@@ -134,6 +134,14 @@ def validate_job_spec(spec: JobSpec) -> JobSpec:
         validate_path(spec.work_dir, absolute=True)
     if spec.output is not None:
         validate_path(spec.output)
+    if (
+        isinstance(spec.exclude, str)
+        or not isinstance(spec.exclude, tuple | list)
+        or len(spec.exclude) > 1024
+    ):
+        raise ValidationError("exclude must be a list of node names")
+    for name in spec.exclude:
+        validate_node_name(name)
     for k, v in spec.environment.items():
         validate_env_name(k)
         validate_env_value(v)

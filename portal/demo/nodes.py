@@ -21,6 +21,17 @@ AMBIENT_C = {"rig-01": 35.0, "h100-pod": 24.0, "gb10-desk": 26.0}
 #: the one pod node that is scraped through dcgm-exporter instead of nvidia-smi
 DCGM_NODE = "gpu04"
 BUSY_LOAD = 0.93
+#: reads per second of a node whose jobs load no data (the I/O-bound demo job saturates its NVMe)
+DISK_IDLE_IOPS = 40.0
+
+
+@dataclass(frozen=True)
+class LoadHint:
+    """What the jobs on a node do with its cards, where they do not keep all they hold busy."""
+
+    busy_cards: int
+    load: float = BUSY_LOAD
+    disk_iops: float = DISK_IDLE_IOPS
 
 
 @dataclass
@@ -30,6 +41,10 @@ class NodeSim:
     cluster: str
     fmt: str  # "nvidia-smi-csv" | "dcgm-exporter" | "tt-smi"
     cards: list[CardSim]
+    #: the node's disk: reads per second now, and the counters node_exporter prints
+    disk_iops: float = DISK_IDLE_IOPS
+    disk_reads: float = 0.0
+    disk_writes: float = 0.0
 
     def render(self, now: datetime) -> str:
         """What the node's collector prints right now, in the node's tool format."""
@@ -38,6 +53,9 @@ class NodeSim:
         if self.fmt == "dcgm-exporter":
             return render.dcgm_exporter(self.hostname, self.cards)
         return render.nvidia_smi_csv(self.cards)
+
+    def render_node_exporter(self) -> str:
+        return render.node_exporter(self.disk_reads, self.disk_writes)
 
 
 def node_sims(*, seed: int = 0) -> list[NodeSim]:
@@ -91,10 +109,17 @@ def nodes_down(nodes: list[NodeSim]) -> set[int]:
     )
 
 
-def physics_step(nodes: list[NodeSim], dt: float, *, fallback_load: float | None = None) -> set[int]:
+def physics_step(
+    nodes: list[NodeSim],
+    dt: float,
+    *,
+    fallback_load: float | None = None,
+    hints: dict[int, LoadHint] | None = None,
+) -> set[int]:
     """Load each node's first ``gpus_alloc`` cards (the synced Slurm state) and advance their physics.
 
-    ``fallback_load`` is used for nodes Slurm never reported (the compose feeder's non-Slurm clusters).
+    ``fallback_load`` is used for nodes Slurm never reported (the compose feeder's non-Slurm clusters);
+    ``hints`` (node id -> :class:`LoadHint`) for nodes whose jobs leave cards idle or wait on the disk.
     Returns the ids of the nodes that are down.
     """
     allocated = dict(
@@ -108,7 +133,14 @@ def physics_step(nodes: list[NodeSim], dt: float, *, fallback_load: float | None
             busy = int(allocated[node.node_id] or 0)
         else:
             busy = round(len(node.cards) * (fallback_load or 0.0))
+        hint = (hints or {}).get(node.node_id)
+        load = BUSY_LOAD
+        if hint is not None and node.node_id not in down:
+            busy, load = min(busy, hint.busy_cards), hint.load
+        node.disk_iops = hint.disk_iops if hint is not None else DISK_IDLE_IOPS
+        node.disk_reads += node.disk_iops * 0.95 * dt
+        node.disk_writes += node.disk_iops * 0.05 * dt
         for card in node.cards:
-            card.load = BUSY_LOAD if card.index < busy else 0.0
+            card.load = load if card.index < busy else 0.0
             card.step(dt)
     return down

@@ -169,3 +169,15 @@ def dcgm_exporter(hostname: str, cards: Sequence[CardSim], *, driver: str = "550
             )
             lines.append(f"{name}{{{labels}}} {value(c)}")
     return "\n".join(lines) + "\n"
+
+
+def node_exporter(reads: float, writes: float, *, device: str = "nvme0n1") -> str:
+    """node_exporter's disk counters of one node (the part of /metrics the I/O-bound note reads)."""
+    return (
+        "# HELP node_disk_reads_completed_total The total number of reads completed successfully.\n"
+        "# TYPE node_disk_reads_completed_total counter\n"
+        f'node_disk_reads_completed_total{{device="{device}"}} {reads:.0f}\n'
+        "# HELP node_disk_writes_completed_total The total number of writes completed successfully.\n"
+        "# TYPE node_disk_writes_completed_total counter\n"
+        f'node_disk_writes_completed_total{{device="{device}"}} {writes:.0f}\n'
+    )

@@ -42,7 +42,7 @@ from jobs.backends import simulator_get, simulator_restored, uses_simulator
 from jobs.cluster import ClusterError
 from jobs.models import ClusterAccount, Job
 from monitoring.services import IngestError, telemetry_ingest_text
-from portal.demo.nodes import NodeSim, node_sims, physics_step
+from portal.demo.nodes import BUSY_LOAD, DISK_IDLE_IOPS, LoadHint, NodeSim, node_sims, physics_step
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,10 @@ class DemoJob:
     gpus: int
     nodes: int = 1
     lines: tuple[str, ...] = ()
+    #: cards per node it keeps busy (None: all it holds), how busy, and the disk reads it makes
+    busy_gpus: int | None = None
+    load: float = BUSY_LOAD
+    disk_iops: float = DISK_IDLE_IOPS
 
 
 JOB_MIX: tuple[DemoJob, ...] = (
@@ -71,7 +75,13 @@ JOB_MIX: tuple[DemoJob, ...] = (
     DemoJob("rig-01", "ttnn-resnet50-bench", 150, 1, 1, ("resnet50 batch 16: 4120 img/s",)),
     DemoJob("gb10-desk", "whisper-transcribe", 150, 1, 1, ("transcribed 42 files",)),
     DemoJob("h100-pod", "dpo-ablation", 240, 8, 1, ("dpo beta=0.1 reward_acc=0.71",)),
+    # holds a whole DGX, its code uses two of the eight GPUs (the report: 6 of 8 cards idle)
+    DemoJob("h100-pod", "notebook-8gpu", 240, 8, 1, ("torch.cuda.device_count()=8, using cuda:0,1",), busy_gpus=2),
+    # one DataLoader worker reading small files: the GPUs wait on the NVMe (the report: data loading)
+    DemoJob("h100-pod", "vit-imagenet-1worker", 240, 8, 1, ("DataLoader(num_workers=1) 310 img/s",), load=0.06,
+            disk_iops=9000.0),
 )  # fmt: skip
+HINTED = {j.name: j for j in JOB_MIX if j.busy_gpus is not None or j.load != BUSY_LOAD}
 
 DEMO_USERS = (("researcher", "alice"), ("bob", "bob"))  # portal user, cluster account
 
@@ -213,13 +223,28 @@ class DemoSimulation:
 
     # ------------------------------------------------------------------ telemetry
     def _physics(self, dt: float) -> None:
-        self._down = physics_step(self.nodes, dt)
+        self._down = physics_step(self.nodes, dt, hints=self._hints())
+
+    def _hints(self) -> dict[int, LoadHint]:
+        """Node id -> what the running demo jobs that do not use all they hold do on it."""
+        running = Job.objects.filter(state="RUNNING", name__in=list(HINTED)).values_list("name", "node_names")
+        names = {n.hostname.split(".")[0]: n.node_id for n in self.nodes}
+        hints: dict[int, LoadHint] = {}
+        for name, node_names in running:
+            job = HINTED[name]
+            for node in filter(None, (node_names or "").split(",")):
+                if node in names:
+                    hints[names[node]] = LoadHint(job.busy_gpus or job.gpus, job.load, job.disk_iops)
+        return hints
 
     def _ingest(self, node: NodeSim) -> None:
         if node.node_id in self._down:
             return  # a node that is down answers no collector
         now = self.clock()
         telemetry_ingest_text(node.fmt, node.render(now), node_hostname=node.hostname, ts=now)
+        telemetry_ingest_text(
+            "node-exporter", node.render_node_exporter(), node_hostname=node.hostname, ts=now
+        )
 
     # ------------------------------------------------------------------ jobs
     def _maybe_submit(self) -> None:

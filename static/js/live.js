@@ -65,6 +65,12 @@
 
   function loadCharts(box, range) {
     var r = RANGES[range] || RANGES["1h"];
+    var span = "&from=now-" + r[0] + "s&step=" + r[1];
+    if (box.dataset.from) {  // a fixed window (a job's run, a timeline's range): no picker, no live points
+      var from = Number(box.dataset.from), to = Number(box.dataset.to);
+      r = [to - from, Math.max(10, Math.ceil((to - from) / 300))];
+      span = "&from=" + from + "&to=" + to + "&step=" + r[1];
+    }
     WINDOW_S = r[0];
     var cards = JSON.parse(box.dataset.cards || "[]");
     var labels = JSON.parse(box.dataset.labels || "{}");
@@ -72,7 +78,7 @@
       var metric = fig.dataset.metric;
       var url = box.dataset.seriesUrl + "?node=" + encodeURIComponent(box.dataset.node) +
         (box.dataset.card ? "&card=" + encodeURIComponent(box.dataset.card) : "") +
-        "&metric=" + encodeURIComponent(metric) + "&from=now-" + r[0] + "s&step=" + r[1];
+        "&metric=" + encodeURIComponent(metric) + span;
       // an answer other than 200 (the cluster's Prometheus source down: 502/503) shows its reason
       fetch(url, {credentials: "same-origin", headers: {"Accept": "application/json"}})
         .then(function (resp) {

@@ -74,11 +74,13 @@ def test_detail_pages_and_rack_elevation(client: Any, admin_user: Any) -> None:
     card = Card.objects.select_related("node", "card_model").get(node=rig, slot="A")
     text = page_text(client.get(f"/inventory/cards/{card.pk}/"))
     assert text.startswith(
-        f"Card rig01/A Edit Delete Node rig01 Model {card.card_model} Slot A Status Active"
+        f"Card rig01/A Timeline Edit Delete Node rig01 Model {card.card_model} Slot A Status Active"
     )
     cable = Cable.objects.get(label="A1-B1")
     text = page_text(client.get(f"/inventory/cables/{cable.pk}/"))
-    assert text.startswith("Cable A1-B1 Edit Delete A end rig01/A QSFP1 B end rig01/B QSFP1 Kind QSFP-DD DAC")
+    assert text.startswith(
+        "Cable A1-B1 Flap history and timeline Edit Delete A end rig01/A QSFP1 B end rig01/B QSFP1 Kind QSFP-DD DAC"
+    )
     cluster = rig.cluster
     text = page_text(client.get(f"/inventory/clusters/{cluster.pk}/"))
     assert text.startswith(f"Cluster {cluster.name} Edit Delete Site {cluster.site} Backend Simulator (demo)")

@@ -91,3 +91,22 @@ def env(request: pytest.FixtureRequest, db: Any) -> Iterator[Env]:
     cluster = lab_cluster_create(lab)
     nodes = make_nodes(cluster, ["node1", "node2", "node3", "node4"])
     yield Env("slurm", cluster, {n.slurm_name: n for n in nodes}, lambda: time.sleep(0.5), 120)
+
+
+# ---------------------------------------------------------------------------- the job report
+
+
+@pytest.fixture
+def rig(db: Any) -> Cluster:
+    """The seeded converted mining rig (rig01, four p150a cards in a QSFP-DD mesh)."""
+    from tests.jobs.telemetry import rig_seed
+
+    return rig_seed()
+
+
+@pytest.fixture
+def pod(db: Any) -> Cluster:
+    """The seeded H100 pod (gpu01-gpu04, eight H100 each)."""
+    from tests.jobs.telemetry import pod_seed
+
+    return pod_seed()

@@ -157,7 +157,8 @@ def test_cold_sync_writes_rows_and_transitions_in_a_fixed_number_of_queries(clus
     assert sorted(result.job_ids) == sorted(Job.objects.values_list("pk", flat=True))
     assert JobTransition.objects.filter(from_state="", to_state="RUNNING").count() == 300
     assert NodeState.objects.count() == 2
-    assert len(ctx.captured_queries) == 12  # savepoint, 6 reads and id range, 4 COPY/UPDATE, cluster, release
+    # savepoint, 6 reads and id range, 4 COPY/UPDATE, node history, cluster, release
+    assert len(ctx.captured_queries) == 13
 
 
 def test_an_account_mapped_between_two_syncs_of_the_same_parsed_jobs_gives_them_their_owner(

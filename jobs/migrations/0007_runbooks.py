@@ -15,7 +15,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('inventory', '0007_port_template_eth_channels'),
-        ('jobs', '0005_job_array'),
+        ('jobs', '0006_report_history'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
