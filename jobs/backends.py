@@ -180,6 +180,8 @@ def ssh_config(cluster: Cluster) -> dict[str, Any]:
     }
     if cluster.slurm_conf:
         config["slurm_conf"] = cluster.slurm_conf
+    # how the login host reaches a node (the telemetry pull's prefix): card resets run this way
+    config["node_prefix"] = list(settings.PORTAL_TELEMETRY_NODE_PREFIX)
     return config
 
 

@@ -12,7 +12,7 @@ from django.db.models import Max, QuerySet
 from django.utils.translation import gettext_lazy as _
 
 from inventory.models import Card, Cluster, Node
-from jobs.models import ClusterAccount, JobTemplate, NodeState, Partition
+from jobs.models import ClusterAccount, JobTemplate, NodeState, Partition, Runbook
 
 #: The fields a template can preset and lock (names of JobSubmitForm fields).
 TEMPLATE_FIELDS = (
@@ -254,8 +254,12 @@ class NodeOperationForm(forms.Form):
         ("resume", _("Resume")),
         ("reboot", _("Reboot (Slurm)")),
         ("power_cycle", _("Power cycle (BMC)")),
+        ("runbook", _("Run a runbook")),
     )
     operation = forms.ChoiceField(label=_("Operation"), choices=OPERATIONS)
+    runbook = forms.ModelChoiceField(
+        label=_("Runbook"), queryset=Runbook.objects.filter(enabled=True), required=False
+    )
     nodes = forms.ModelMultipleChoiceField(
         label=_("Nodes"), queryset=Node.objects.filter(cluster__isnull=False)
     )
@@ -275,6 +279,8 @@ class NodeOperationForm(forms.Form):
         data = super().clean() or {}
         if data.get("operation") == "drain" and not (data.get("reason") or "").strip():
             self.add_error("reason", _("A reason is required to drain a node."))
+        if data.get("operation") == "runbook" and not data.get("runbook"):
+            self.add_error("runbook", _("Choose the runbook to run."))
         return data
 
 

@@ -30,7 +30,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs.models import Action, ActionKind, ActionStatus
+from jobs.models import ENGINE_ACTION_KINDS, Action, ActionKind, ActionStatus
 
 logger = logging.getLogger(__name__)
 
@@ -101,8 +101,11 @@ def action_leases_recover(*, now: datetime | None = None) -> dict[str, list[str]
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=lease_seconds())
     expired = Q(heartbeat__lt=cutoff) | Q(heartbeat__isnull=True, started__lt=cutoff)
+    # a runbook's waits and checks are judged by the runbook engine, never by a worker (jobs.runbooks)
     candidates = list(
-        Action.objects.filter(expired, status=ActionStatus.RUNNING).values_list("pk", flat=True)
+        Action.objects.filter(expired, status=ActionStatus.RUNNING)
+        .exclude(kind__in=ENGINE_ACTION_KINDS)
+        .values_list("pk", flat=True)
     )
     done: dict[str, list[str]] = {"requeued": [], "failed": []}
     for pk in candidates:

@@ -56,6 +56,15 @@ class ActionKind(models.TextChoices):
     POWER_CYCLE = "power_cycle", _("Power cycle (BMC)")
     SUBMIT = "submit", _("Submit job")
     CANCEL = "cancel", _("Cancel job")
+    # runbook steps (jobs.runbooks): a card reset runs on the node; the others are judged from rows
+    RESET_CARDS = "reset_cards", _("Reset cards")
+    WAIT_IDLE = "wait_idle", _("Wait until idle")
+    VERIFY = "verify", _("Verify")
+    GIVE_UP = "give_up", _("Give up and alert")
+
+
+#: runbook steps the runbook engine judges itself from database rows (never sent to a worker)
+ENGINE_ACTION_KINDS = frozenset({ActionKind.WAIT_IDLE, ActionKind.VERIFY, ActionKind.GIVE_UP})
 
 
 NODE_ACTION_KINDS = frozenset(
@@ -100,6 +109,10 @@ class Action(models.Model):
     finished = models.DateTimeField(null=True, blank=True)
     #: renewed by the worker while the action runs (its lease; see jobs.leases)
     heartbeat = models.DateTimeField(null=True, blank=True, editable=False)
+    #: the runbook run this action is a step of
+    run = models.ForeignKey(
+        "RunbookRun", null=True, blank=True, on_delete=models.CASCADE, related_name="steps", editable=False
+    )
 
     class Meta:
         ordering = ["-created"]
@@ -423,3 +436,94 @@ class BurnInResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id}/{self.card_id}: {self.verdict}"
+
+
+class Runbook(models.Model):
+    """A remediation as data: ordered steps (``jobs.runbooks.STEP_KINDS``), each with an optional
+    condition, a timeout and where to go on failure (the escalation path)."""
+
+    name = models.CharField(_("name"), max_length=100, unique=True)
+    description = models.TextField(_("description"), blank=True)
+    steps = models.JSONField(_("steps"), default=list)
+    trigger_check_kinds = models.JSONField(
+        _("started by failing health checks of kinds"),
+        default=list,
+        blank=True,
+        help_text=_(
+            "A health check of one of these kinds turning failing on a node starts this runbook there."
+        ),
+    )
+    enabled = models.BooleanField(_("enabled"), default=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = _("runbook")
+        verbose_name_plural = _("runbooks")
+        permissions = [("run_runbook", _("Can start and cancel runbooks"))]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        from jobs.runbooks import steps_clean
+
+        self.steps = steps_clean(self.steps)
+
+
+class RunStatus(models.TextChoices):
+    RUNNING = "running", _("Running")
+    WAITING = "waiting", _("Waiting for an operator")
+    SUCCEEDED = "succeeded", _("Succeeded")
+    FAILED = "failed", _("Failed")
+    CANCELLED = "cancelled", _("Cancelled")
+
+
+ACTIVE_RUN_STATUSES = (RunStatus.RUNNING, RunStatus.WAITING)
+
+
+class RunbookRun(models.Model):
+    """One runbook running on one node: the current step and what each step did (its Action rows)."""
+
+    runbook = models.ForeignKey(
+        Runbook, on_delete=models.PROTECT, related_name="runs", verbose_name=_("runbook")
+    )
+    node = models.ForeignKey(
+        Node, on_delete=models.CASCADE, related_name="runbook_runs", verbose_name=_("node")
+    )
+    status = models.CharField(
+        _("status"), max_length=16, choices=RunStatus.choices, default=RunStatus.RUNNING
+    )
+    step = models.CharField(_("current step"), max_length=64, blank=True)
+    action = models.ForeignKey(
+        Action, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", editable=False
+    )
+    reason = models.CharField(_("why"), max_length=255, blank=True)
+    #: the cards the run resets (empty: every active card of the node)
+    cards = models.JSONField(_("cards"), default=list, blank=True)
+    summary = models.TextField(_("summary"), blank=True)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(_("started"), auto_now_add=True)
+    step_started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(_("finished"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+        verbose_name = _("runbook run")
+        verbose_name_plural = _("runbook runs")
+        constraints = [
+            models.UniqueConstraint(
+                fields=["node"],
+                condition=Q(status__in=["running", "waiting"]),
+                name="runbookrun_one_active_per_node",
+                violation_error_message=_("A runbook is already running on this node."),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.runbook} on {self.node} ({self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_RUN_STATUSES

@@ -92,9 +92,10 @@ def job_actions(job: Job) -> QuerySet[Action]:
 
 
 def node_ops_list() -> QuerySet[Node]:
-    """Nodes with their Slurm state, active action, readiness summary and firing-alert count."""
+    """Nodes with their Slurm state, active action, readiness summary, firing-alert count and
+    failing health checks."""
     from inventory.readiness import with_readiness
-    from monitoring.models import Alert
+    from monitoring.models import Alert, HealthStatus, NodeHealth
 
     active = Action.objects.filter(status__in=ACTIVE_ACTION_STATUSES).order_by("-created")
     recent = Prefetch("actions", queryset=active, to_attr="active_actions")
@@ -104,9 +105,16 @@ def node_ops_list() -> QuerySet[Node]:
         .annotate(n=Count("id"))
         .values("n")
     )
+    failing = (
+        NodeHealth.objects.filter(node=OuterRef("pk"), status=HealthStatus.FAILING)
+        .values("node")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
     return (
         with_readiness(Node.objects.filter(cluster__isnull=False))
         .annotate(firing_alerts=Subquery(firing, output_field=IntegerField()))
+        .annotate(failing_checks=Subquery(failing, output_field=IntegerField()))
         .select_related("cluster", "slurm")
         .prefetch_related(recent)
         .order_by("cluster__name", "hostname")

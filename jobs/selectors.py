@@ -7,7 +7,17 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Q, QuerySet
 
-from jobs.models import Action, ClusterAccount, Job, JobTemplate, JobTransition, NodeState, Partition
+from jobs.models import (
+    Action,
+    ClusterAccount,
+    Job,
+    JobTemplate,
+    JobTransition,
+    NodeState,
+    Partition,
+    Runbook,
+    RunbookRun,
+)
 
 
 def can_see_all_jobs(user: Any) -> bool:
@@ -69,3 +79,11 @@ def partition_list(*, cluster_id: int | None = None) -> QuerySet[Partition]:
 
 def job_template_list() -> QuerySet[JobTemplate]:
     return JobTemplate.objects.select_related("cluster", "created_by")
+
+
+def runbook_list() -> QuerySet[Runbook]:
+    return Runbook.objects.all()
+
+
+def runbook_run_list() -> QuerySet[RunbookRun]:
+    return RunbookRun.objects.select_related("runbook", "node", "requested_by")

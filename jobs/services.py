@@ -458,7 +458,24 @@ def _perform(action: Action, backend: ClusterBackend) -> str:
         return f"Cancelled job {job_id}"
     if kind == ActionKind.SUBMIT:
         return _perform_submit(action, backend)
+    if kind == ActionKind.RESET_CARDS:
+        return _perform_reset(action, backend)
     raise TerminalError(f"unknown action kind {kind!r}")
+
+
+def _perform_reset(action: Action, backend: ClusterBackend) -> str:
+    """Run each card's reset command on the node as root; a non-zero exit fails the step with the
+    output. (tt-smi may exit 0 on a failed reset: the runbook's verify step judges the outcome.)"""
+    lines = []
+    for argv in action.params.get("commands", []):
+        res = backend.run_on_node(
+            action.params["host"], argv, timeout=120.0, sudo=action.params.get("sudo", True)
+        )
+        text = (res.stdout + res.stderr).strip()
+        lines.append(f"$ {' '.join(argv)}  (exit {res.exit_code})" + (f"\n{text[-2000:]}" if text else ""))
+        if res.exit_code != 0:
+            raise TerminalError(f"{argv[0]} exited {res.exit_code}", slurm_message="\n".join(lines))
+    return "\n".join(lines) or "no cards to reset"
 
 
 def _perform_submit(action: Action, backend: ClusterBackend) -> str:

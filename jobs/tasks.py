@@ -8,7 +8,7 @@ from celery import Task, shared_task
 from django.conf import settings
 
 from inventory.models import Cluster
-from jobs import leases, output, services, sync
+from jobs import leases, output, runbooks, services, sync
 from jobs.cluster import RetryableError
 
 
@@ -28,9 +28,22 @@ def _backoff(retries: int) -> int:
 )
 def action_execute_task(self: Task, action_id: str) -> None:
     try:
-        services.action_execute(action_id)
+        done = services.action_execute(action_id)
     except RetryableError as exc:
         raise self.retry(exc=exc, countdown=_backoff(self.request.retries or 0)) from None
+    if done is not None and done.run_id is not None and not done.is_active:
+        runbook_advance_task.delay(done.run_id)  # the runbook this action is a step of goes on
+
+
+@shared_task(time_limit=120, soft_time_limit=110, ignore_result=True)
+def runbook_advance_task(run_id: int) -> None:
+    runbooks.runbook_advance(run_id)
+
+
+@shared_task(time_limit=120, soft_time_limit=110, ignore_result=True)
+def runbook_runs_advance_task() -> int:
+    """The beat: runs waiting on Slurm or telemetry are judged again, lost workers' runs go on."""
+    return runbooks.runbook_runs_advance_all()
 
 
 @shared_task(time_limit=60, soft_time_limit=50, ignore_result=True)

@@ -4,6 +4,7 @@ from django.urls import path
 
 from jobs import views as v
 from jobs import views_burnin as vb
+from jobs import views_runbooks as rb
 
 app_name = "jobs"
 
@@ -29,4 +30,13 @@ urlpatterns = [
     path("templates/add/", v.JobTemplateEditView.as_view(), name="jobtemplate_add"),
     path("templates/<int:pk>/", v.JobTemplateView.as_view(), name="jobtemplate"),
     path("templates/<int:pk>/edit/", v.JobTemplateEditView.as_view(), name="jobtemplate_edit"),
+    path("runbooks/", rb.RunbookListView.as_view(), name="runbook_list"),
+    path("runbooks/add/", rb.RunbookEditView.as_view(), name="runbook_add"),
+    path("runbooks/<int:pk>/", rb.RunbookView.as_view(), name="runbook"),
+    path("runbooks/<int:pk>/edit/", rb.RunbookEditView.as_view(), name="runbook_edit"),
+    path("runbook-runs/", rb.RunbookRunListView.as_view(), name="runbookrun_list"),
+    path("runbook-runs/<int:pk>/", rb.runbook_run, name="runbookrun"),
+    path("runbook-runs/<int:pk>/cancel/", rb.runbook_run_cancel, name="runbookrun_cancel"),
+    path("runbook-runs/<int:pk>/continue/", rb.runbook_run_continue, name="runbookrun_continue"),
+    path("nodes/<int:node_pk>/runbook/", rb.runbook_start, name="runbook_start"),
 ]

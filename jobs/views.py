@@ -27,10 +27,10 @@ from django_htmx.middleware import HtmxDetails
 
 from inventory.models import Cable, Card, Node
 from jobs import page_selectors as ps
-from jobs import selectors, services
+from jobs import runbooks, selectors, services
 from jobs.filters import ActionFilterSet
 from jobs.forms import JobSubmitForm, JobTemplateForm, NodeOperationForm, template_initial
-from jobs.models import Action, Job, JobTemplate
+from jobs.models import Action, Job, JobTemplate, RunbookRun
 from jobs.output import job_output_get
 from jobs.pending_reasons import diagnose_output, explain_pending_reason, explain_submit_error
 from jobs.report import services as report_services
@@ -410,16 +410,22 @@ def node_ops(request: HtmxHttpRequest) -> HttpResponse:
     filterset = ps.NodeOpsFilterSet(request.GET or None, queryset=ps.node_ops_list())
     form = NodeOperationForm(request.POST or None)
     created: list[Action] = []
+    runs: list[RunbookRun] = []
     refused: list[str] = []
     if request.method == "POST" and form.is_valid():
-        created, refused = _node_operation(request.user, form.cleaned_data)
-    status = 400 if request.method == "POST" and (form.errors or (refused and not created)) else 200
+        if form.cleaned_data["operation"] == "runbook":
+            runs, refused = _runbook_runs(request.user, form.cleaned_data)
+        else:
+            created, refused = _node_operation(request.user, form.cleaned_data)
+    failed = form.errors or (refused and not created and not runs)
+    status = 400 if request.method == "POST" and failed else 200
     context = {
         "title": _("Node operations"),
         "nodes": filterset.qs,
         "filter_form": filterset.form,
         "form": form,
         "created": created,
+        "runs": runs,
         "refused": refused,
         "query": request.GET.copy(),
     }
@@ -451,6 +457,22 @@ def _node_operation(user: Any, data: dict[str, Any]) -> tuple[list[Action], list
         except ValidationError as exc:
             refused.append(f"{node}: {' '.join(exc.messages)}")
     return created, refused
+
+
+def _runbook_runs(user: Any, data: dict[str, Any]) -> tuple[list[RunbookRun], list[str]]:
+    """One run per node; a node that refuses (a run there already) does not stop the others."""
+    runs: list[RunbookRun] = []
+    refused: list[str] = []
+    for node in data["nodes"]:
+        try:
+            runs.append(
+                runbooks.runbook_run_start(
+                    runbook=data["runbook"], node=node, user=user, reason=data.get("reason", "")
+                )
+            )
+        except (ValidationError, PermissionDenied) as exc:
+            refused.append(f"{node}: {' '.join(getattr(exc, 'messages', [str(exc)]))}")
+    return runs, refused
 
 
 @login_required

@@ -12,6 +12,16 @@ from django.utils.translation import gettext_noop
 
 DEFAULT_RULES: list[dict[str, Any]] = [
     {
+        "name": gettext_noop("Remediation runbook gave up"),
+        "kind": "event",
+        "event_kind": "runbook_failed",
+        "scope": "node",
+        "duration_s": 0,
+        "severity": "critical",
+        "description": "A runbook tried reset, reboot and power cycle and left the node drained: "
+        "the message says what was tried.",
+    },
+    {
         "name": gettext_noop("GPU temperature above 85 °C"),
         "kind": "threshold",
         "metric": "temperature_c",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.utils.translation import gettext_lazy as _
 
-from monitoring.models import Alert
+from monitoring.models import Alert, NodeHealth
 from portal.filters import PortalFilterSet
 
 
@@ -14,3 +14,11 @@ class AlertFilterSet(PortalFilterSet):
     class Meta:
         model = Alert
         fields = ["status", "severity", "rule", "node"]
+
+
+class NodeHealthFilterSet(PortalFilterSet):
+    labels = {"status": _("Status"), "health_check": _("Check"), "node": _("Node")}
+
+    class Meta:
+        model = NodeHealth
+        fields = ["status", "health_check", "node"]

@@ -22,7 +22,8 @@ from django.db.models import Q
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from inventory.models import Card, Cluster, Node
+from inventory.choices import NodeRole
+from inventory.models import Card, CardModel, Cluster, Node
 from monitoring.messages import METRIC_LABELS
 from monitoring.parsers.metrics import METRICS
 from monitoring.parsers.prom_mapping import default_mapping, mapping_errors
@@ -447,3 +448,135 @@ class JobEnergy(models.Model):
 
     def __str__(self) -> str:
         return f"job {self.job_id}: {self.energy_kwh:.3f} kWh"
+
+
+class HealthCheck(models.Model):
+    """An NHC-like check an admin edits: what to test, where (cluster / node role / card model), with
+    which parameters, how many results in a row make a transition, and whether failing drains."""
+
+    class Kind(models.TextChoices):
+        # evaluated from stored telemetry
+        CARDS_ENUMERATED = "cards_enumerated", _("Cards enumerated vs inventory")
+        PCIE_LINK = "pcie_link", _("PCIe generation and width")
+        ECC = "ecc", _("ECC errors, retired / remapped rows")
+        XID = "xid", _("XIDs in the last N minutes")
+        TEMPERATURE_HEADROOM = "temperature_headroom", _("Temperature headroom")
+        TT_HEARTBEAT = "tt_heartbeat", _("Tenstorrent heartbeat rising and DRAM trained")
+        LINK_UP = "link_up", _("Links up")
+        # evaluated from a check command run on the node (over SSH, or posted by its agent)
+        DRIVER_FIRMWARE = "driver_firmware", _("Driver and firmware versions")
+        IB_LINK = "ib_link", _("InfiniBand port active at its rated speed")
+        SHARED_FS = "shared_fs", _("Shared file system mounted read-write")
+        DAEMONS = "daemons", _("Daemons alive (slurmd, munge)")
+        DISK_FREE = "disk_free", _("Disk free")
+
+    name = models.CharField(_("name"), max_length=100, unique=True)
+    kind = models.CharField(_("kind"), max_length=32, choices=Kind.choices)
+    cluster = models.ForeignKey(
+        Cluster,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="health_checks",
+        verbose_name=_("cluster"),
+        help_text=_("Empty: every cluster."),
+    )
+    node_role = models.CharField(
+        _("node role"), max_length=16, blank=True, choices=NodeRole.choices, help_text=_("Empty: every role.")
+    )
+    card_model = models.ForeignKey(
+        CardModel,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="health_checks",
+        verbose_name=_("card model"),
+        help_text=_("Empty: every card model. Set: only nodes with such cards, and only those cards."),
+    )
+    params = models.JSONField(
+        _("parameters"),
+        default=dict,
+        blank=True,
+        help_text=_("What the kind compares with (see the API docs)."),
+    )
+    consecutive = models.PositiveSmallIntegerField(
+        _("results in a row"),
+        default=2,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text=_("A node changes between passing and failing only after this many equal results."),
+    )
+    drain = models.BooleanField(
+        _("drain the node"),
+        default=False,
+        help_text=_("Failing drains the node; passing again resumes it if this health system drained it."),
+    )
+    enabled = models.BooleanField(_("enabled"), default=True)
+    description = models.TextField(_("description"), blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = _("health check")
+        verbose_name_plural = _("health checks")
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        """The parameters are checked against the kind, and the kind's defaults filled in."""
+        from monitoring.health.rules import params_clean
+
+        if self.kind:
+            self.params = params_clean(self.kind, self.params)
+
+
+#: what an admin edits of a health check, the same in the page form and the API
+HEALTH_CHECK_FIELDS = (
+    "name", "kind", "cluster", "node_role", "card_model", "params", "consecutive", "drain", "enabled",
+    "description",
+)  # fmt: skip
+
+
+class HealthStatus(models.TextChoices):
+    PASSING = "passing", _("Passing")
+    FAILING = "failing", _("Failing")
+
+
+class NodeHealth(models.Model):
+    """One check's standing on one node, with the damping streak: ``status`` changes only when
+    ``streak`` results in a row disagree with it (the check's ``consecutive``)."""
+
+    health_check = models.ForeignKey(HealthCheck, on_delete=models.CASCADE, related_name="states")
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="health")
+    status = models.CharField(
+        _("status"), max_length=8, choices=HealthStatus.choices, default=HealthStatus.PASSING
+    )
+    streak = models.PositiveSmallIntegerField(_("results against the status"), default=0)
+    message = models.TextField(_("message"), blank=True)
+    changed_at = models.DateTimeField(_("since"), null=True, blank=True)
+
+    class Meta:
+        ordering = ["node__hostname", "health_check__name"]
+        verbose_name = _("node health")
+        verbose_name_plural = _("node health")
+        constraints = [models.UniqueConstraint(fields=["health_check", "node"], name="nodehealth_unique")]
+        indexes = [models.Index(fields=["status", "node"])]
+
+    def __str__(self) -> str:
+        return f"{self.health_check} on {self.node}: {self.status}"
+
+
+class HealthProbe(models.Model):
+    """The newest output of one check command on one node (run over SSH or posted by its agent)."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="health_probes")
+    key = models.CharField(max_length=200)
+    exit_code = models.IntegerField()
+    stdout = models.TextField(blank=True)
+    stderr = models.TextField(blank=True)
+    ts = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["node", "key"], name="healthprobe_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.node_id} {self.key} ({self.exit_code})"

@@ -21,6 +21,7 @@ from inventory.models import Card, Cluster, Node
 from inventory.power import cluster_power_limits
 from jobs.models import Job, NodeState
 from monitoring.models import Alert, LatestValue, Series
+from monitoring.selectors import node_failing_checks
 
 TEMPERATURE = "temperature_c"
 CARD_POWER = "power_w"
@@ -278,6 +279,8 @@ class ThermalNode:
     node: Node
     cards: list[ThermalCard]
     node_temperature: float | None = None
+    #: names of the health checks failing on the node (any: it is shown unhealthy)
+    unhealthy: list[str] = field(default_factory=list)
 
     @property
     def stale(self) -> bool:
@@ -308,6 +311,7 @@ def node_thermal_list(
     for card in Card.objects.filter(node_id__in=pks).select_related("card_model").order_by("slot"):
         cards.setdefault(card.node_id, []).append(card)
     latest = latest_values(pks)
+    failing = node_failing_checks(pks)
     result = []
     for n in node_list:
         stale = slurm_unreachable(n.slurm_state)
@@ -321,7 +325,7 @@ def node_thermal_list(
             )
             for c in cards.get(n.pk, [])
         ]
-        result.append(ThermalNode(n, tcards, latest.get((n.pk, None, TEMPERATURE))))
+        result.append(ThermalNode(n, tcards, latest.get((n.pk, None, TEMPERATURE)), failing.get(n.pk, [])))
     return result
 
 

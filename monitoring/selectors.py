@@ -8,12 +8,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from monitoring import storage
-from monitoring.models import Alert, AlertRule, Event, LatestValue, Series
+from monitoring.models import (
+    Alert,
+    AlertRule,
+    Event,
+    HealthCheck,
+    HealthStatus,
+    LatestValue,
+    NodeHealth,
+    Series,
+)
 
 MAX_POINTS = 11_000
 PROMETHEUS = -1  # the resolution of points a cluster's Prometheus source answered
@@ -461,4 +470,26 @@ def card_energy_kwh(card_ids: Iterable[int], *, now: dt.datetime | None = None) 
         out[by_series[sid]] += avg / 1000
     for sid, _b, _mn, avg, _mx in storage.series_buckets(list(by_series), 60, hour, now, 60):
         out[by_series[sid]] += avg / 1000 / 60
+    return out
+
+
+def health_check_list() -> QuerySet[HealthCheck]:
+    return HealthCheck.objects.select_related("cluster", "card_model").annotate(
+        failing=Count("states", filter=Q(states__status=HealthStatus.FAILING))
+    )
+
+
+def node_health_list() -> QuerySet[NodeHealth]:
+    """Every check's standing on every node, the failing ones first."""
+    return NodeHealth.objects.select_related("node", "health_check").order_by(
+        "status", "node__hostname", "health_check__name"
+    )
+
+
+def node_failing_checks(node_ids: Iterable[int]) -> dict[int, list[str]]:
+    """{node id: names of the health checks failing there}: a node with any is shown unhealthy."""
+    out: dict[int, list[str]] = {}
+    rows = NodeHealth.objects.filter(node_id__in=list(node_ids), status=HealthStatus.FAILING)
+    for node_id, name in rows.order_by("health_check__name").values_list("node_id", "health_check__name"):
+        out.setdefault(node_id, []).append(name)
     return out

@@ -50,3 +50,30 @@ def job_energy_pending_task() -> int:
     from monitoring.services import energy
 
     return energy.job_energy_compute_pending()
+
+
+@shared_task(ignore_result=True)
+def health_evaluate_task() -> dict[str, Any]:
+    """Judge every enabled health check from stored telemetry and check-command output."""
+    from monitoring.health.services import health_evaluate
+
+    report = health_evaluate()
+    return {"evaluated": report.evaluated, "transitions": report.transitions, "errors": report.errors}
+
+
+@shared_task(ignore_result=True)
+def health_probe_all_task() -> list[int]:
+    """Fan out one check-command round per cluster that has a login host."""
+    from monitoring.collectors import pullable_cluster_ids
+
+    ids = pullable_cluster_ids()
+    for cluster_id in ids:
+        health_probe_cluster_task.delay(cluster_id)
+    return ids
+
+
+@shared_task(ignore_result=True, soft_time_limit=120, time_limit=150)
+def health_probe_cluster_task(cluster_id: int) -> dict[str, Any]:
+    from monitoring.health.services import health_probe_cluster
+
+    return health_probe_cluster(cluster_id)

@@ -13,15 +13,23 @@ from django.db.models import URLField
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.text import capfirst
 from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_POST
 
 from monitoring import selectors, services
-from monitoring.filters import AlertFilterSet
+from monitoring.filters import AlertFilterSet, NodeHealthFilterSet
 from monitoring.messages import alert_text, alert_value, rule_condition, rule_subject
-from monitoring.models import ALERT_RULE_FIELDS, Alert, AlertRule, PrometheusSource
+from monitoring.models import (
+    ALERT_RULE_FIELDS,
+    HEALTH_CHECK_FIELDS,
+    Alert,
+    AlertRule,
+    HealthCheck,
+    NodeHealth,
+    PrometheusSource,
+)
 from monitoring.promql import PromError
 from portal.services import api_token_authenticate
 from portal.templatetags.portal_format import ago, number
@@ -286,4 +294,95 @@ def metrics(request: HttpRequest) -> HttpResponse:
         return HttpResponse("permission denied\n", status=403, content_type="text/plain")
     return HttpResponse(
         selectors.metrics_exposition(), content_type="text/plain; version=0.0.4; charset=utf-8"
+    )
+
+
+# -- health checks ----------------------------------------------------------------------------------
+def _params_text(check: HealthCheck) -> Any:
+    """The parameters as "name: value" lines (the kind's own words, the help on hover), not JSON."""
+    from monitoring.health.rules import PARAM_LABELS, RULES
+
+    rule = RULES.get(check.kind)
+    if rule is None or not isinstance(check.params, dict):
+        return "—"
+    lines = []
+    for param in rule.params:
+        value = check.params.get(param.name, param.default)
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items())
+        elif isinstance(value, list):
+            value = ", ".join(map(str, value))
+        if value in ("", None):
+            continue
+        lines.append((param.help, PARAM_LABELS.get(param.name, param.name), value))
+    if not lines:
+        return "—"
+    return format_html_join(format_html("<br>"), '<span title="{}">{}</span>: {}', lines)
+
+
+class HealthCheckForm(forms.ModelForm[HealthCheck]):
+    class Meta:
+        model = HealthCheck
+        fields = list(HEALTH_CHECK_FIELDS)
+
+
+class HealthCheckListView(ObjectListView):
+    model = HealthCheck
+    queryset = selectors.health_check_list
+    title = _("Health checks")  # type: ignore[assignment]
+    columns = (
+        Column(_("Name"), render=lambda c: c, order_by="name"),
+        Column(_("Kind"), "kind"),
+        Column(_("Cluster"), "cluster"),
+        Column(_("Node role"), "node_role"),
+        Column(_("Card model"), "card_model"),
+        Column(_("Results in a row"), "consecutive"),
+        Column(_("Drains"), "drain"),
+        Column(_("Enabled"), "enabled"),
+        Column(_("Failing nodes"), "failing", order_by="failing"),
+    )
+
+
+class HealthCheckView(ObjectDetailView):
+    model = HealthCheck
+    queryset = selectors.health_check_list
+    fields = (
+        Column(_("Name"), "name"),
+        Column(_("Kind"), "kind"),
+        Column(_("Cluster"), "cluster"),
+        Column(_("Node role"), "node_role"),
+        Column(_("Card model"), "card_model"),
+        Column(_("Parameters"), render=_params_text),
+        Column(_("Results in a row"), "consecutive"),
+        Column(_("Drain the node"), "drain"),
+        Column(_("Enabled"), "enabled"),
+        Column(_("Description"), "description"),
+        Column(_("Failing nodes"), "failing"),
+    )
+
+
+class HealthCheckEditView(ObjectEditView):
+    model = HealthCheck
+    form_class = HealthCheckForm
+
+
+class HealthCheckDeleteView(ObjectDeleteView):
+    model = HealthCheck
+    success_url = "/monitoring/health-checks/"
+
+
+class NodeHealthListView(ObjectListView):
+    model = NodeHealth
+    queryset = selectors.node_health_list
+    filterset_class = NodeHealthFilterSet
+    title = _("Node health")  # type: ignore[assignment]
+    columns = (
+        Column(_("Node"), "node"),
+        Column(_("Check"), "health_check"),
+        Column(_("Status"), "status", order_by="status"),
+        Column(
+            _("Since"), render=lambda s: ago(s.changed_at) if s.changed_at else None, order_by="changed_at"
+        ),
+        Column(_("Results against the status"), "streak"),
+        Column(_("Message"), "message"),
     )

@@ -28,6 +28,7 @@ ROLE_PERMISSIONS: dict[str, list[str]] = {
         "jobs.view_*",
         "jobs.operate_nodes",
         "jobs.run_burnin",
+        "jobs.run_runbook",
         "jobs.view_all_jobs",
         "jobs.cancel_any_job",
         "jobs.submit_job",

@@ -67,7 +67,7 @@ __all__ = [
     "redfish_reset",
 ]
 
-_SLURM_OPTIONS = ("slurm_conf", "use_sudo_for_admin", "timeout", "default_work_dir", "memo")
+_SLURM_OPTIONS = ("slurm_conf", "use_sudo_for_admin", "timeout", "default_work_dir", "memo", "node_prefix")
 
 
 def get_backend(kind: str, **config: Any) -> ClusterBackend:

@@ -12,7 +12,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from .errors import RetryableError, TerminalError, ValidationError
 from .runners import LocalRunner, Runner
-from .types import BMC, JobInfo, JobSpec, NodeInfo, PartitionInfo
+from .types import BMC, CommandResult, JobInfo, JobSpec, NodeInfo, PartitionInfo
 from .validation import validate_host
 
 NextState = Literal["resume", "down"]
@@ -59,6 +59,13 @@ class ClusterBackend(Protocol):
     ) -> None: ...
 
     def power_cycle_node(self, bmc: BMC) -> None: ...
+
+    def run_on_node(
+        self, host: str, argv: Sequence[str], *, timeout: float, sudo: bool = False
+    ) -> CommandResult:
+        """Run ``argv`` on node ``host`` (reached from the login host; as root on the node with
+        ``sudo``) and return its result whatever the exit status."""
+        ...
 
     def read_job_output(self, job: JobInfo | int, *, as_user: str, max_bytes: int = 65536) -> str:
         """The last max_bytes of the job's stdout file, read as the job's owner."""

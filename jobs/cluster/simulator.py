@@ -25,8 +25,9 @@ from typing import Any, Literal, TypeVar
 from .backend import NextState
 from .errors import RetryableError, TerminalError, ValidationError
 from .simscript import ScriptPlan, job_environment, script_output, script_plan
-from .types import BMC, TAG_PREFIX, JobInfo, JobSpec, NodeInfo, PartitionInfo
+from .types import BMC, TAG_PREFIX, CommandResult, JobInfo, JobSpec, NodeInfo, PartitionInfo
 from .validation import (
+    validate_host,
     validate_job_ids,
     validate_job_spec,
     validate_node_name,
@@ -171,6 +172,12 @@ class SimulatedCluster:
         self.min_job_age = min_job_age
         self.reboot_seconds = reboot_seconds
         self.power_cycles: list[BMC] = []
+        #: commands run on nodes: (host, argv, sudo); a test (or the demo) sets what they return
+        self.node_commands: list[tuple[str, tuple[str, ...], bool]] = []
+        #: program name -> (exit code, output) of the next runs of it; unset: exit 0, no output
+        self.node_command_results: dict[str, tuple[int, str]] = {}
+        #: what runs a node command instead (the demo's cards answer a reset): (host, argv) -> (exit, output)
+        self.node_command_handler: Callable[[str, Sequence[str]], tuple[int, str]] | None = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -872,6 +879,21 @@ class SimulatedCluster:
                     n.reboot_next_state = "resume"
 
         self._call(cycle)
+
+    def run_on_node(
+        self, host: str, argv: Sequence[str], *, timeout: float, sudo: bool = False
+    ) -> CommandResult:
+        validate_host(host)
+
+        def run() -> CommandResult:
+            self.node_commands.append((host, tuple(argv), sudo))
+            if self.node_command_handler is not None:
+                code, out = self.node_command_handler(host, argv)
+            else:
+                code, out = self.node_command_results.get(argv[0], (0, ""))
+            return CommandResult(argv=tuple(argv), exit_code=code, stdout=out, stderr="", duration=0.0)
+
+        return self._call(run)
 
     def read_job_output(self, job: JobInfo | int, *, as_user: str, max_bytes: int = 65536) -> str:
         job_id = job if isinstance(job, int) else job.job_id

@@ -36,6 +36,7 @@ from .slurm_parsers import (
 )
 from .types import BMC, TAG_PREFIX, CommandResult, JobInfo, JobSpec, NodeInfo, PartitionInfo
 from .validation import (
+    validate_host,
     validate_job_ids,
     validate_job_spec,
     validate_node_name,
@@ -135,9 +136,12 @@ class SlurmBackend:
         timeout: float = 30.0,
         default_work_dir: str | None = "/home/{user}",
         bmc_runner: Runner | None = None,
+        node_prefix: Sequence[str] = ("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "{host}"),
         memo: ListingMemo | None = None,
     ) -> None:
         self.runner = runner
+        #: argv put before a command to run it on a node from the login host ({host}: its hostname)
+        self.node_prefix = tuple(node_prefix)
         self.slurm_conf = validate_path(slurm_conf, absolute=True) if slurm_conf else None
         self.use_sudo_for_admin = use_sudo_for_admin
         self.timeout = timeout
@@ -442,6 +446,13 @@ class SlurmBackend:
 
     def power_cycle_node(self, bmc: BMC) -> None:
         power_cycle(bmc, runner=self.bmc_runner or LocalRunner(), timeout=self.timeout)
+
+    def run_on_node(
+        self, host: str, argv: Sequence[str], *, timeout: float, sudo: bool = False
+    ) -> CommandResult:
+        validate_host(host)
+        prefix = [part.replace("{host}", host) for part in self.node_prefix]
+        return self.runner.run([*prefix, *(["sudo", "-n", "--"] if sudo else []), *argv], timeout=timeout)
 
     def close(self) -> None:
         self.runner.close()

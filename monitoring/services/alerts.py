@@ -553,3 +553,16 @@ def _request_drain(alert: Alert) -> list[str]:
     except (ValidationError, PermissionDenied) as exc:
         return [f"drain: {exc}"]
     return []
+
+
+#: the event of a remediation runbook that gave up (jobs.runbooks), alerted by a default event rule
+RUNBOOK_FAILED = "runbook_failed"
+
+
+def runbook_alert(node: Node, message: str) -> set[int]:
+    """Record that a runbook gave up on ``node`` and alert through the event rules of that kind."""
+    now = timezone.now()
+    event = Event.objects.create(
+        ts=now, node=node, kind=RUNBOOK_FAILED, severity=Event.Severity.CRITICAL, message=message[:4000]
+    )
+    return alerts_evaluate({}, {}, [event], now=now)

@@ -70,6 +70,8 @@ class CardSim:
     energy_j: float = 0.0
     heartbeat: int = 5000
     fan_fault: bool = False
+    #: the firmware hangs: the heartbeat stands still until the card is reset (tt-smi -r)
+    hung: bool = False
     links_down: set[int] = field(default_factory=set)  # Ethernet channels held down
     link_ports: dict[str, tuple[int, ...]] = field(default_factory=dict)  # cabled port -> its channels
     xid: int = 0
@@ -108,7 +110,8 @@ class CardSim:
             1.0 - math.exp(-dt / self.kind.tau_s)
         )
         self.energy_j += self.power_w * dt
-        self.heartbeat += max(1, round(dt * 2))
+        if not self.hung:
+            self.heartbeat += max(1, round(dt * 2))
 
     @property
     def memory_used_mib(self) -> int:

@@ -9,7 +9,9 @@ Every tick it
   dcgm-exporter text for one pod node) and feeds that through monitoring's parsers and ingest service;
 * submits a few jobs as the demo researchers (jobs.services.job_submit -> action -> simulator);
 * injects faults in turn: a card overheating on rig01, a QSFP link flapping while a job fails with an
-  NCCL timeout, a pod node going down (and coming back);
+  NCCL timeout, a pod node going down (and coming back), a p150a whose firmware hangs: the heartbeat
+  health check fails and the default card-fault runbook drains the rig, waits for its job, resets
+  the card, verifies and resumes it, on its own;
 * starts a burn-in of the two second-hand cards on the bench (as the demo admin, a few minutes long):
   one of them has a bad 8-pin lead, its power dips under the stress program and the run rejects it.
 
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -50,7 +52,7 @@ logger = logging.getLogger(__name__)
 
 #: beat entries the simulation stands in for (it *is* the pull collector of the demo)
 BEAT_SKIP = frozenset({"telemetry-pull"})
-FAULTS = ("overheat", "link_flap", "node_down")
+FAULTS = ("overheat", "link_flap", "node_down", "card_hang")
 NODE_DOWN_REASON = "Not responding"  # what Slurm (and the simulator) says of a node that stopped answering
 
 
@@ -131,6 +133,36 @@ class DemoSimulation:
         for cluster in Cluster.objects.order_by("name"):
             if uses_simulator(cluster):
                 self._guard(f"continue {cluster.name}", partial(self._continue, cluster))
+        self._guard("self-healing", self._self_healing)
+
+    def _self_healing(self) -> None:
+        """The heartbeat health check and the default card-fault runbook it starts; the simulated
+        clusters answer a card reset (``tt-smi -r <bus>``) by un-hanging that card."""
+        from jobs.runbooks import runbook_ensure_default
+        from monitoring.models import HealthCheck
+
+        HealthCheck.objects.get_or_create(
+            name="Tenstorrent heartbeat and DRAM", defaults={"kind": "tt_heartbeat", "consecutive": 2}
+        )
+        runbook = runbook_ensure_default()
+        if "tt_heartbeat" not in runbook.trigger_check_kinds:
+            runbook.trigger_check_kinds = [*runbook.trigger_check_kinds, "tt_heartbeat"]
+            runbook.save(update_fields=["trigger_check_kinds"])
+        for cluster in Cluster.objects.order_by("name"):
+            if uses_simulator(cluster):
+                simulator_get(cluster, clock=self.cluster_clock).node_command_handler = self._node_command
+
+    def _node_command(self, host: str, argv: Sequence[str]) -> tuple[int, str]:
+        node = self._node(host)
+        if node is None or list(argv[:2]) != ["tt-smi", "-r"] or len(argv) < 3:
+            return 127, f"{argv[0]}: command not found"
+        card = next((c for c in node.cards if c.bus_id == argv[2]), None)
+        if card is None:
+            return 1, f"No Tenstorrent device at {argv[2]}"
+        if card.hung:
+            card.hung = False
+            self._note(f"{host} card {card.bus_id}: reset, the firmware beats again")
+        return 0, f"Resetting board at {card.bus_id} ... done"
 
     def _continue(self, cluster: Cluster) -> None:
         sim = simulator_get(cluster, clock=self.cluster_clock)
@@ -316,6 +348,17 @@ class DemoSimulation:
 
         self._later(seconds, recover, f"{hostname} card {card.bus_id}: fan back, cooling down")
         self._note(f"{hostname} card {card.bus_id}: fan failed, heating up")
+
+    def _fault_card_hang(self, hostname: str = "rig01") -> None:
+        """A p150a's firmware hangs (its heartbeat stops) until a reset: the heartbeat health check
+        fails and starts the card-fault runbook, which drains the rig, waits for its job, resets the
+        card, verifies and resumes, on its own."""
+        node = self._node(hostname)
+        if node is None:
+            return
+        card = node.cards[0]
+        card.hung = True
+        self._note(f"{hostname} card {card.bus_id}: firmware hung, heartbeat stopped")
 
     def _fault_link_flap(self, hostname: str = "rig01", seconds: float = 12.0) -> None:
         """A QSFP link between two p150a cards drops and comes back; a job on the rig dies of it."""

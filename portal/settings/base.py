@@ -242,6 +242,7 @@ SPECTACULAR_SETTINGS = {
         "BurnInVerdictEnum": "jobs.models.BurnInVerdict",
         "BurnInCriterionStatusEnum": "jobs.burnin.criteria.STATUSES",
         "BurnInCriterionKeyEnum": "jobs.burnin.criteria.KEYS",
+        "NodeRoleEnum": "inventory.choices.NodeRole",
     },
 }
 
@@ -280,6 +281,12 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
         "options": {"queue": "polls", "expires": env_int("PORTAL_SYNC_INTERVAL", 15)},
     },
     # running actions whose worker stopped renewing the lease are enqueued again (jobs.leases)
+    # runbook runs (jobs.runbooks) are moved on: waits judged, steps of lost workers picked up
+    "jobs-runbooks": {
+        "task": "jobs.tasks.runbook_runs_advance_task",
+        "schedule": 10.0,
+        "options": {"queue": "polls", "expires": 10},
+    },
     "jobs-action-leases": {
         "task": "jobs.tasks.action_leases_recover_task",
         "schedule": float(env_int("PORTAL_ACTION_LEASE_CHECK_S", 10)),
@@ -298,6 +305,9 @@ CELERY_BEAT_SCHEDULE.update(
         "telemetry-rollup": {"task": "monitoring.tasks.telemetry_rollup_task", "schedule": 60.0},
         "telemetry-maintain": {"task": "monitoring.tasks.telemetry_maintain_task", "schedule": 3600.0},
         "telemetry-energy": {"task": "monitoring.tasks.job_energy_pending_task", "schedule": 300.0},
+        # health checks (monitoring.health): judged from what is stored; check commands over SSH
+        "health-evaluate": {"task": "monitoring.tasks.health_evaluate_task", "schedule": 30.0},
+        "health-probe": {"task": "monitoring.tasks.health_probe_all_task", "schedule": 120.0},
     }
 )
 
@@ -361,6 +371,9 @@ PORTAL_TELEMETRY_NODE_PREFIX = [
     for a in env("PORTAL_TELEMETRY_NODE_PREFIX", "ssh -o BatchMode=yes -o ConnectTimeout=5 {host}").split()
     if a
 ]
+# card resets of runbooks run as root on the node (sudo -n there); off where the service account
+# itself may reset (the loopback lab's stand-in tool)
+PORTAL_CARD_RESET_SUDO = env_bool("PORTAL_CARD_RESET_SUDO", True)
 PORTAL_TELEMETRY_PULL_TOOLS = [
     t.strip()
     for t in env("PORTAL_TELEMETRY_PULL_TOOLS", "nvidia-smi,tt-smi,ipmitool,dcgm-exporter").split(",")

@@ -252,3 +252,26 @@ def test_the_bench_burn_in_rejects_the_card_with_a_bad_lead(demo_one_clock):
     good = BurnInResult.objects.get(run=run, card__slot="A")
     assert {x["key"]: x["status"] for x in good.criteria}["power_stable"] == "pass"
     assert any("started burn-in" in line for line in demo.log)
+
+
+def test_a_hung_card_is_healed_by_the_default_runbook_on_its_own(demo):
+    from jobs.models import Action, RunbookRun
+
+    demo.tick(0)
+    # when a p150a's firmware hangs on the loaded rig
+    demo._fault_card_hang()
+    run = None
+    for _ in range(120):
+        _sim("rig-01").advance(10)  # the test's simulated clusters move only when advanced
+        demo.tick(10)
+        run = RunbookRun.objects.filter(node__hostname="rig01").first()
+        if run is not None and not run.is_active:
+            break
+    # then the heartbeat check started the card-fault runbook, which reset that card and resumed the rig
+    assert run is not None and run.status == "succeeded", run and run.summary
+    assert run.requested_by is None and run.reason == "health check failing: Tenstorrent heartbeat and DRAM"
+    reset = Action.objects.get(run=run, params__step="reset")
+    assert "Resetting board at 0000:01:00.0 ... done" in reset.output
+    assert not demo._node("rig01").cards[0].hung
+    assert not next(n for n in _sim("rig-01").list_nodes() if n.name == "rig01").drained
+    assert any("firmware beats again" in line for line in demo.log)

@@ -4,7 +4,8 @@ can kill the worker at the worst moment. The broker's visibility timeout is the 
 hour): what brings a killed worker's action back is the lease (jobs.leases), not redelivery.
 
     slow_worker.py [worker options]       a worker on the actions and polls queues
-    slow_worker.py beat SCHEDULE_FILE     beat with only the lease check on its schedule
+    slow_worker.py beat SCHEDULE_FILE     beat with only the lease check on its schedule (or the
+                                          entries named in SLOW_BEAT_TASKS, comma separated)
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ services._perform = _slow
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["beat"]:
-        app.conf.beat_schedule = {"jobs-action-leases": settings.CELERY_BEAT_SCHEDULE["jobs-action-leases"]}
+        names = os.environ.get("SLOW_BEAT_TASKS", "jobs-action-leases").split(",")
+        app.conf.beat_schedule = {name: settings.CELERY_BEAT_SCHEDULE[name] for name in names}
         app.start(["beat", "-s", sys.argv[2], "-l", "INFO"])
     else:
         app.worker_main(

@@ -238,5 +238,6 @@ def test_api_root_lists_jobs(api) -> None:
     assert r.data["jobs"].endswith("/api/jobs/")
     r = api.get("/api/jobs/")
     assert sorted(r.data) == [
-        "actions", "burnin-runs", "cluster-accounts", "jobs", "node-states", "partitions", "templates",
+        "actions", "burnin-runs", "cluster-accounts", "jobs", "node-states", "partitions", "runbook-runs",
+        "runbooks", "templates",
     ]  # fmt: skip

@@ -203,3 +203,16 @@ def test_wrong_host_key_is_refused(slurm_lab, operator_user, django_capture_on_c
     action = _run(django_capture_on_commit_callbacks, services.node_resume_request, node, user=operator_user)
     assert (action.status, action.attempts) == ("failed", 1)  # terminal: never retried
     assert "host key" in action.error.lower()
+
+
+def test_a_command_runs_on_a_node_and_a_bad_host_is_refused(env: Env, settings) -> None:
+    from jobs.backends import cluster_backend
+    from jobs.cluster import ValidationError
+
+    # the lab's nodes are slurmd processes on the login host: a node command runs there
+    settings.PORTAL_TELEMETRY_NODE_PREFIX = ["env", "RACKPILOT_NODE={host}"]
+    with cluster_backend(env.cluster) as backend:
+        result = backend.run_on_node("node1", ["true"], timeout=30)
+        assert (result.exit_code, result.argv[-1]) == (0, "true")
+        with pytest.raises(ValidationError):
+            backend.run_on_node("node1; reboot", ["true"], timeout=30)
