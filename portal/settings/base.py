@@ -207,7 +207,7 @@ REST_FRAMEWORK = {
 SPECTACULAR_SETTINGS = {
     "TITLE": "Rackpilot API",
     "DESCRIPTION": "Inventory, topology, power, Slurm jobs and telemetry of AI compute clusters.",
-    "VERSION": "1.0.0",
+    "VERSION": "2.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],  # the schema maps the cluster
     "COMPONENT_SPLIT_REQUEST": True,
