@@ -15,6 +15,7 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
+from inventory.choices import CARD_SCHEDULABLE
 from inventory.models import CableTermination, Card, Node
 from jobs.models import Job, JobTemplate, NodeTransition
 from jobs.report import findings as f
@@ -123,7 +124,7 @@ def _usage(nodes: list[Node], stats: list[ms.SeriesStats], hours: float) -> list
             by_node.setdefault(s.node_id, {}).setdefault(s.metric, []).append(s)
     out = []
     for node in nodes:
-        cards = {c.pk: c for c in node.cards.all() if c.status == "active"}
+        cards = {c.pk: c for c in node.cards.all() if c.status in CARD_SCHEDULABLE}
         usage = f.NodeUsage(node_id=node.pk, hostname=node.hostname, slurm_name=node.effective_slurm_name)
         seen: set[int] = set()
         for (node_id, card_id, ref), metrics in sorted(by_card.items(), key=lambda kv: str(kv[0][2])):
@@ -216,7 +217,9 @@ def _facts(
     job: Job, nodes: list[Node], start: dt.datetime | None, end: dt.datetime | None, output: str
 ) -> f.JobFacts:
     elapsed = (end - start).total_seconds() if start and end else 0.0
-    cards_per_node = max((sum(1 for c in n.cards.all() if c.status == "active") for n in nodes), default=0)
+    cards_per_node = max(
+        (sum(1 for c in n.cards.all() if c.status in CARD_SCHEDULABLE) for n in nodes), default=0
+    )
     reason = job.state_reason or next(
         (t.reason for t in reversed(list(job.transitions.all())) if t.reason), ""
     )
