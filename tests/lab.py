@@ -60,3 +60,28 @@ def ensure_lab() -> dict[str, str]:
             "Slurm is not installed or the lab is not running (scripts/slurm-lab/install.sh, start.sh)"
         )
     return read_lab_env(env_file)
+
+
+def wait_nodes_responding(lab: dict[str, str], seconds: float = 120) -> None:
+    """Until every lab node answers slurmctld again (sinfo marks a node that does not with ``*``):
+    after a slurmctld restart the nodes stay NOT_RESPONDING until they register, which
+    ``scontrol reconfigure`` asks them to do now rather than at the next ping."""
+    import time
+
+    env = {**os.environ, "SLURM_CONF": lab["SLURM_CONF"]}
+    subprocess.run(["scontrol", "reconfigure"], capture_output=True, timeout=30, env=env)
+    deadline = time.monotonic() + seconds
+    states = ""
+    while time.monotonic() < deadline:
+        proc = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True, text=True, timeout=30, env=env
+        )
+        states = proc.stdout
+        if (
+            proc.returncode == 0
+            and states.strip()
+            and not any(line.rstrip().endswith("*") for line in states.splitlines())
+        ):
+            return
+        time.sleep(1)
+    raise AssertionError(f"lab nodes still not responding after {seconds:g} s:\n{states}")

@@ -30,6 +30,7 @@ from jobs.cluster import JobSpec, RetryableError, TerminalError
 from jobs.models import Job, JobTransition, NodeState
 from jobs.sync import expand_hostlist
 from tests.clusters import lab_cluster_create, make_nodes
+from tests.lab import wait_nodes_responding
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slurm, pytest.mark.django_db(transaction=True)]
@@ -80,6 +81,7 @@ def _start_ctld(lab: dict[str, str]) -> None:
     env = {**os.environ, "SLURM_CONF": lab["SLURM_CONF"]}
     subprocess.run(["slurmctld", "-f", lab["SLURM_CONF"]], check=True, timeout=30, env=env)
     _wait(lambda: _ctld_up(lab), 30, "slurmctld to answer again")
+    wait_nodes_responding(lab)  # the lab as the next test expects it: every node registered
 
 
 @pytest.fixture

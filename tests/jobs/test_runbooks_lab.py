@@ -31,6 +31,7 @@ from monitoring.models import HealthCheck
 from tests.clusters import lab_cluster_create, make_nodes
 from tests.jobs.killed_worker import Processes, wait_for
 from tests.jobs.runbook_agent import BUS, ESCALATED_TO_REBOOT, Agent, run_steps
+from tests.lab import wait_nodes_responding
 
 pytestmark = pytest.mark.slurm
 
@@ -65,6 +66,7 @@ def tools(slurm_lab: dict[str, str], settings: Any) -> Path:
 def lab_rig(slurm_lab: dict[str, str], db: Any) -> Iterator[Node]:
     """node3 of the lab, as an inventory node with one p150a, under the heartbeat health check;
     resumed afterwards whatever the test left."""
+    wait_nodes_responding(slurm_lab)  # a test before may have restarted slurmctld or a slurmd
     cluster = lab_cluster_create(slurm_lab)
     node = make_nodes(cluster, ["node3"], gpus=0)[0]
     model = CardModel.objects.create(vendor="Tenstorrent", name="p150a-lab", tdp_w=300)
