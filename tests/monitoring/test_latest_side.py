@@ -1,0 +1,143 @@
+"""Latest values written on the side connection (monitoring.storage.latest_begin): a batch ingested
+outside any caller's transaction commits its samples, then its latest values from a second
+PostgreSQL session that ran the UPDATE while the samples were copied. These tests commit for real
+(transaction=True): what one session wrote is read back from another."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import psycopg
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from monitoring import storage
+from monitoring.models import LatestValue, Sample
+from monitoring.services import IngestError, telemetry_ingest_samples
+from tests.monitoring.conftest import H100_UUIDS
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif("connection.vendor != 'postgresql'"),
+]
+
+
+def _batch(ts: dt.datetime, temp: float, power: float = 300.0) -> list[dict[str, Any]]:
+    return [
+        {
+            "ts": ts.isoformat(),
+            "node": "gpu01",
+            "card": H100_UUIDS[0],
+            "metric": "temperature_c",
+            "value": temp,
+        },
+        {"ts": ts.isoformat(), "node": "gpu01", "card": H100_UUIDS[1], "metric": "power_w", "value": power},
+    ]
+
+
+def _latest_elsewhere() -> dict[str, float]:
+    """Latest values as another session sees them (committed only)."""
+    params = {
+        k: v for k, v in connection.get_connection_params().items() if k in ("dbname", "user", "host", "port")
+    }
+    with psycopg.connect(**params) as other:
+        rows = other.execute(
+            "SELECT s.metric, l.value FROM monitoring_latestvalue l JOIN monitoring_series s ON s.id = l.series_id"
+        ).fetchall()
+    return dict(rows)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_side() -> Any:
+    storage.side_connection_close()
+    yield
+    storage.side_connection_close()
+
+
+def test_a_batch_commits_its_samples_and_its_latest_values_through_the_side_connection(inv: Any) -> None:
+    inv.node("gpu01")
+    t0 = timezone.now().replace(microsecond=0) - dt.timedelta(minutes=1)
+    # first sight: the series are new, their latest rows are inserted after the samples' commit
+    telemetry_ingest_samples(_batch(t0, 50.0), now=t0)
+    side = storage._side.conn
+    assert side is not None and not side.closed  # the side connection was used
+    assert _latest_elsewhere() == {"temperature_c": 50.0, "power_w": 300.0}
+    # the next batch moves existing rows (the UPDATE ran on the side connection)
+    telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=10), 61.5, 310.0), now=t0)
+    assert _latest_elsewhere() == {"temperature_c": 61.5, "power_w": 310.0}
+    assert storage._side.conn is side  # one side connection per thread, kept
+    assert Sample.objects.count() == 4
+    # an older batch arriving late never moves a latest value back
+    telemetry_ingest_samples(_batch(t0 - dt.timedelta(seconds=10), 40.0, 290.0), now=t0)
+    assert _latest_elsewhere() == {"temperature_c": 61.5, "power_w": 310.0}
+
+
+def test_a_batch_that_fails_after_the_side_update_began_leaves_no_latest_value(
+    inv: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inv.node("gpu01")
+    t0 = timezone.now().replace(microsecond=0) - dt.timedelta(minutes=1)
+    telemetry_ingest_samples(_batch(t0, 50.0), now=t0)
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise IngestError(["the alert evaluation failed"])
+
+    # the side UPDATE is sent during the COPY; the batch then fails before its commit
+    monkeypatch.setattr("monitoring.services.alerts.alerts_evaluate", boom)
+    with pytest.raises(IngestError):
+        telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=10), 99.0, 500.0), now=t0)
+    # neither the samples nor their latest values were committed, and the side session is usable
+    assert Sample.objects.count() == 2
+    assert _latest_elsewhere() == {"temperature_c": 50.0, "power_w": 300.0}
+    monkeypatch.undo()
+    telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=20), 70.0, 320.0), now=t0)
+    assert _latest_elsewhere() == {"temperature_c": 70.0, "power_w": 320.0}
+
+
+def test_a_resent_batch_is_merged_and_its_latest_values_stay_right(inv: Any) -> None:
+    inv.node("gpu01")
+    t0 = timezone.now().replace(microsecond=0) - dt.timedelta(minutes=1)
+    telemetry_ingest_samples(_batch(t0, 50.0), now=t0)
+    telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=10), 55.0), now=t0)
+    # the first batch again, with one new sample: the COPY is refused (side rolled back), the
+    # merge stores the new one only
+    again = [*_batch(t0, 50.0), *_batch(t0 + dt.timedelta(seconds=20), 58.0)]
+    report = telemetry_ingest_samples(again, now=t0)
+    assert (report.stored, report.duplicates) == (2, 2)
+    assert _latest_elsewhere() == {"temperature_c": 58.0, "power_w": 300.0}
+
+
+def test_a_side_connection_that_broke_loses_no_latest_value(
+    inv: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    inv.node("gpu01")
+    t0 = timezone.now().replace(microsecond=0) - dt.timedelta(minutes=1)
+    telemetry_ingest_samples(_batch(t0, 50.0), now=t0)
+    side = storage._side.conn
+    assert side is not None
+    # the server ends the side session (a restart, an idle timeout, an administrator)
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_terminate_backend(%s)", [side.info.backend_pid])
+    telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=10), 66.0, 333.0), now=t0)
+    assert "side connection" in caplog.text  # noticed, and written another way
+    assert _latest_elsewhere() == {"temperature_c": 66.0, "power_w": 333.0}
+    # and the next batch has a working side connection again
+    telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=20), 67.0, 334.0), now=t0)
+    assert storage._side.conn is not None and storage._side.conn is not side
+    assert _latest_elsewhere() == {"temperature_c": 67.0, "power_w": 334.0}
+
+
+def test_inside_a_callers_transaction_latest_values_are_written_in_it(inv: Any) -> None:
+    from django.db import transaction
+
+    inv.node("gpu01")
+    t0 = timezone.now().replace(microsecond=0) - dt.timedelta(minutes=1)
+    with transaction.atomic():
+        telemetry_ingest_samples(_batch(t0, 50.0), now=t0)
+        # not visible elsewhere before the caller commits: nothing went around its transaction
+        assert _latest_elsewhere() == {}
+        assert LatestValue.objects.count() == 2
+    assert getattr(storage._side, "conn", None) is None
+    assert _latest_elsewhere() == {"temperature_c": 50.0, "power_w": 300.0}
