@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Case, Count, F, FloatField, Max, Q, Sum, When, Window
-from django.db.models.functions import RowNumber
+from django.db.models import Case, Count, F, FloatField, Max, Q, Sum, When
 from django.utils import timezone
 from django.utils.translation import gettext
 
 from inventory.models import Card, Cluster, Node
 from inventory.power import cluster_power_limits
 from jobs.models import Job, NodeState
+from monitoring import storage
 from monitoring.models import Alert, LatestValue, Series
 from monitoring.selectors import node_failing_checks
 
@@ -166,64 +166,43 @@ def cluster_stale_reason(cluster: Cluster, *, now: dt.datetime) -> str:
 
 
 def _measured_power(out: dict[int, ClusterOverview], ids: list[int], now: dt.datetime) -> None:
-    """Whole-node power where the BMC reports it, else the sum of the node's card powers.
-
-    Summed per node in the database (one row per node, not one per series).
-    """
-    fresh = Q(ts__gte=fresh_after(now))
-    rows = (
-        LatestValue.objects.filter(
-            series__node__cluster_id__in=ids, series__metric__in=(NODE_POWER, CARD_POWER)
-        )
-        .values_list("series__node__cluster_id", "series__node_id")
-        .annotate(
-            node_w=Sum("value", filter=fresh & Q(series__metric=NODE_POWER)),
-            card_w=Sum("value", filter=fresh & Q(series__metric=CARD_POWER)),
-            newest=Max("ts", filter=fresh),
-        )
-        .order_by()
-    )
-    for cid, _node_id, node_w, card_w, ts in rows:
-        if ts is None:  # nothing fresh on this node
-            continue
-        o = out[cid]
-        o.power_w += node_w if node_w is not None else (card_w or 0.0)
-        if o.telemetry_at is None or ts > o.telemetry_at:
-            o.telemetry_at = ts
+    """Whole-node power where the BMC reports it, else the sum of the node's card powers."""
+    for cid, watts, newest in storage.latest_power_by_cluster(ids, NODE_POWER, CARD_POWER, fresh_after(now)):
+        out[cid].power_w = watts
+        out[cid].telemetry_at = newest
 
 
 def _hottest(out: dict[int, ClusterOverview], ids: list[int], now: dt.datetime) -> None:
-    """The ``HOTTEST`` hottest fresh cards of each cluster (ranked per cluster in the database); a node
-    Slurm marks down or not responding shows none (its last readings are not its cards' state now)."""
+    """The ``HOTTEST`` hottest fresh cards of each cluster (the database keeps the top few of each
+    cluster's cards, no full ranking); a node Slurm marks down or not responding shows none (its last
+    readings are not its cards' state now). The ranking joins no more than it filters on; the
+    winners' slots are read after."""
     after = fresh_after(now)
     fresh_value = Case(When(ts__gte=after, then=F("value")), default=None, output_field=FloatField())
-    rows = (
-        LatestValue.objects.filter(series__node__cluster_id__in=ids, series__metric=TEMPERATURE)
+    temperatures = (
+        LatestValue.objects.filter(series__metric=TEMPERATURE)
         .exclude(series__card_ref="")
         .exclude(series__node__slurm_state__iregex=UNREACHABLE_SLURM_RE)  # its readings say nothing now
-        .annotate(
-            rank=Window(
-                RowNumber(),
-                partition_by=[F("series__node__cluster_id")],
-                order_by=[fresh_value.desc(nulls_last=True), F("series_id").asc()],
-            )
-        )
-        .filter(rank__lte=HOTTEST)
-        .order_by("series__node__cluster_id", "rank")
-        .values_list(
-            "series__node__cluster_id",
-            "series__card_id",
-            "series__node_id",
-            "series__node__hostname",
-            "series__card__slot",
-            "series__card_ref",
-            "value",
-            "ts",
-        )  # fmt: skip
+        .order_by(fresh_value.desc(nulls_last=True), "series_id")
     )
-    for cid, card_id, node_id, hostname, slot, ref, value, ts in rows:
+    fields = (
+        "series__card_id",
+        "series__node_id",
+        "series__node__hostname",
+        "series__card_ref",
+        "value",
+        "ts",
+    )
+    rows = [
+        (cid, *row)
+        for cid in ids
+        for row in temperatures.filter(series__node__cluster_id=cid).values_list(*fields)[:HOTTEST]
+    ]
+    slots = dict(Card.objects.filter(pk__in={r[1] for r in rows} - {None}).values_list("pk", "slot"))
+    for cid, card_id, node_id, hostname, ref, value, ts in rows:
         if ts < after:  # a cluster with fewer fresh cards than HOTTEST: the rest are stale
             continue
+        slot = slots.get(card_id)
         label = f"{hostname}/{slot}" if slot else f"{hostname} {ref[:12]}"
         out[cid].hottest.append(HotCard(card_id, node_id, hostname, label, value, temperature_level(value)))
 
@@ -232,6 +211,8 @@ def _alerts(out: dict[int, ClusterOverview], ids: list[int]) -> None:
     firing = Alert.objects.filter(status=Alert.Status.FIRING, node__cluster_id__in=ids)
     for cid, n in firing.values_list("node__cluster_id").annotate(n=Count("pk")).order_by():
         out[cid].alerts_firing = n
+    if not any(o.alerts_firing for o in out.values()):
+        return  # the quiet case: no list to read
     for alert in firing.select_related("rule", "node").order_by("-started_at")[: ALERTS_SHOWN * len(ids)]:
         shown = out[alert.node.cluster_id or 0].alerts
         if len(shown) < ALERTS_SHOWN:

@@ -556,6 +556,45 @@ def series_buckets(
         return [(int(r[0]), int(r[1]), float(r[2]), float(r[3]), float(r[4])) for r in cur.fetchall()]
 
 
+def latest_power_by_cluster(
+    cluster_ids: Sequence[int], node_metric: str, card_metric: str, fresh_after: dt.datetime
+) -> list[tuple[int, float, dt.datetime]]:
+    """(cluster id, measured power, newest reading) of each cluster with a fresh reading: per node
+    the whole-node power where it is reported (``node_metric``), else the sum of its cards'
+    (``card_metric``); summed per cluster in the database (one row per cluster, not per node).
+    The freshness test sits in the aggregates, not in WHERE: right after an ingest every ``ts``
+    lies past the column's histogram and the planner would expect one row."""
+    if not cluster_ids:
+        return []
+    params: list[Any]
+    if is_postgres():
+        ids_sql, params = "n.cluster_id = ANY(%s)", [list(cluster_ids)]
+    else:
+        ids_sql, params = f"n.cluster_id IN ({', '.join(['%s'] * len(cluster_ids))})", [*cluster_ids]
+    fresh = _db_value(fresh_after)
+    sql = (
+        "SELECT cluster_id, SUM(COALESCE(node_w, card_w, 0)), MAX(newest) FROM ("
+        " SELECT n.cluster_id AS cluster_id,"
+        " SUM(CASE WHEN s.metric = %s AND l.ts >= %s THEN l.value END) AS node_w,"
+        " SUM(CASE WHEN s.metric = %s AND l.ts >= %s THEN l.value END) AS card_w,"
+        " MAX(CASE WHEN l.ts >= %s THEN l.ts END) AS newest"
+        f" FROM {LATEST_TABLE} l JOIN monitoring_series s ON s.id = l.series_id"
+        " JOIN inventory_node n ON n.id = s.node_id"
+        f" WHERE {ids_sql} AND s.metric IN (%s, %s) GROUP BY n.cluster_id, s.node_id"
+        ") per_node WHERE newest IS NOT NULL GROUP BY cluster_id"
+    )
+    args = [node_metric, fresh, card_metric, fresh, fresh, *params, node_metric, card_metric]
+    with connection.cursor() as cur:
+        cur.execute(sql, args)
+        rows = cur.fetchall()
+    out = []
+    for cid, watts, newest in rows:
+        if not isinstance(newest, dt.datetime):  # SQLite: naive UTC text
+            newest = dt.datetime.fromisoformat(str(newest)).replace(tzinfo=dt.UTC)
+        out.append((int(cid), float(watts or 0.0), newest))
+    return out
+
+
 def raw_points(
     series_ids: Sequence[int], start: dt.datetime, end: dt.datetime
 ) -> list[tuple[int, dt.datetime, float]]:

@@ -45,3 +45,14 @@ def test_any_of_nothing_selects_nothing_and_uuid_text_is_a_uuid(nodes) -> None:
     assert list(Node.objects.filter(pk__any=[])) == []
     assert list(Node.objects.filter(pk__any=[None])) == []
     assert list(Action.objects.filter(pk__any=[str(uuid.uuid4()), uuid.uuid4()])) == []
+
+
+def test_plain_integer_ids_go_as_one_literal_and_select_the_same(nodes) -> None:
+    # given plain integers (a set, as the live push hands them), one beyond a 32-bit id
+    ids = {nodes[1].pk, nodes[3].pk, 2**40}
+    with CaptureQueriesContext(connection) as ctx:
+        found = set(Node.objects.filter(pk__any=ids).values_list("slurm_name", flat=True))
+    assert found == {"any1", "any3"}
+    assert set(Card.objects.filter(node_id__any=ids).values_list("node__slurm_name", flat=True)) == found
+    if connection.vendor == "postgresql":  # one parameter, not one per id
+        assert "::bigint[]" in ctx.captured_queries[0]["sql"]
