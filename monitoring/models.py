@@ -77,7 +77,8 @@ class Sample(models.Model):
 
 
 class LatestValue(models.Model):
-    """The newest value of each series, upserted in the same transaction as the samples."""
+    """The newest value of each series: committed with its batch's samples, or right after them from
+    the ingest's side connection (monitoring.storage.latest_begin)."""
 
     series = models.OneToOneField(Series, primary_key=True, on_delete=models.CASCADE, related_name="latest")
     ts = models.DateTimeField()

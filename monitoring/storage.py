@@ -399,7 +399,7 @@ def _side_connection() -> psycopg.Connection[Any] | None:
         try:
             params = connection.get_connection_params()
             kept = {k: v for k, v in params.items() if k not in _SIDE_PARAMS_DROPPED}
-            kept["options"] = f"{kept.get('options', '')} -c synchronous_commit=off".strip()
+            kept["options"] = f"{kept.get('options', '')} -c synchronous_commit=off -c timezone=UTC".strip()
             conn = psycopg.connect(**kept)
         except psycopg.Error:
             log.warning("telemetry: no side connection for latest values", exc_info=True)
@@ -431,11 +431,37 @@ class LatestWrite:
         self.pipeline.__enter__()
         self.cursor = psycopg.Cursor(conn)
         self.cursor.execute(_LATEST_UPDATE_PG, self.params, prepare=True, binary=True)  # sent, not waited
+        self.readers: list[psycopg.Cursor[Any]] = []
+
+    def read(self, reads: Sequence[QuerySet[Any, Any]]) -> None:
+        """Send ``reads`` behind the UPDATE, in its round trip (:meth:`read_results` collects
+        them). Only for reads of committed rows the UPDATE does not touch: this transaction
+        would see its own new latest values."""
+        for q in reads:
+            sql, params = q.query.sql_with_params()
+            reader = psycopg.Cursor(self.conn)
+            self.readers.append(reader)
+            reader.execute(sql, params)
+
+    def read_results(self) -> list[list[tuple[Any, ...]]] | None:
+        """The rows of :meth:`read`'s queries, in order; ``None`` if the side connection failed
+        (the caller reads them itself; :meth:`commit` writes the latest values another way)."""
+        try:
+            return [reader.fetchall() for reader in self.readers]
+        except psycopg.Error:
+            log.warning("telemetry: reads on the side connection failed", exc_info=True)
+            return None
+        finally:
+            for reader in self.readers:
+                reader.close()
 
     def commit(self) -> None:
         """Finish the UPDATE, insert the rows of new series, commit. On any database error the
         rows are upserted on Django's connection instead (after the samples' commit): a side
         connection that broke loses no latest value."""
+        if self.done:
+            return
+        self.done = True
         try:
             self.pipeline.__exit__(None, None, None)
             if self.cursor.rowcount < len(self.rows):  # new series (their rows committed by now)

@@ -1,6 +1,7 @@
-"""Telemetry ingest: validate a batch, resolve series, COPY samples, upsert latest values, store
-events, evaluate the alert rules of the touched targets, all in one transaction; hand the changed
-ids to ``telemetry_ingested`` on commit.
+"""Telemetry ingest: validate a batch, resolve series, COPY samples, store events, evaluate the
+alert rules of the touched targets, all in one transaction; upsert the latest values (on a side
+connection while the samples are copied, committed right after them: see storage.latest_begin;
+inside a caller's transaction, in it); hand the changed ids to ``telemetry_ingested`` on commit.
 
 Entry points (the HTTP endpoint, the pull collectors and the simulator use them):
 ``telemetry_ingest_text(format, text, node_hostname=…)`` and ``telemetry_ingest_samples(samples)``.
@@ -442,6 +443,10 @@ def _ingest_atomic(
                     transaction.on_commit(side.commit)  # first: before the ingest signal's callback
                 watch = _watch(items, rules)
                 watch.plan = alerts_plan(watch.series, rules=rules)
+                if side is not None and watch.plan.previous is None and watch.plan.reads:
+                    # the alert states ride along with the side UPDATE (it touches none of them);
+                    # previous values for stall rules could not: the side session moves them
+                    side.read(watch.plan.reads)
 
             if items:
                 stored = _samples_store(
@@ -466,13 +471,15 @@ def _ingest_atomic(
             events = _store_events([*parsed_events, *_derived_events(stateful)], default_host)
             report.events = len(events)
             # what the alert rules need is read as of before the latest values move (stall rules
-            # compare with the previous value): in the latest-value upsert's round trip, or alone
-            # where the side connection moves them (its transaction commits after this one)
+            # compare with the previous value): in the latest-value upsert's round trip (on the
+            # side connection, or in this transaction), or alone here
             plan = watch.plan or alerts_plan(series, rules=rules)
-            read = storage.latest_upsert(
-                [] if side is not None else [(sid, ts, value) for sid, (ts, value) in latest.items()],
-                reads=plan.reads,
-            )
+            read = side.read_results() if side is not None and side.readers else None
+            if read is None:
+                read = storage.latest_upsert(
+                    [] if side is not None else [(sid, ts, value) for sid, (ts, value) in latest.items()],
+                    reads=plan.reads,
+                )
             alert_ids = alerts_evaluate(series, watched, events, now=now, plan=plan, read=read)
             report.alert_ids = sorted(alert_ids)
             node_ids = watch.node_ids | {e.node_id for e in events}

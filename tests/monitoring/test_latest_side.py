@@ -141,3 +141,41 @@ def test_inside_a_callers_transaction_latest_values_are_written_in_it(inv: Any) 
         assert LatestValue.objects.count() == 2
     assert getattr(storage._side, "conn", None) is None
     assert _latest_elsewhere() == {"temperature_c": 50.0, "power_w": 300.0}
+
+
+def test_alert_states_read_beside_the_side_update_fire_and_resolve(
+    inv: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from monitoring.models import Alert, AlertRule, AlertState
+    from monitoring.services import alerts
+
+    side_reads: list[Any] = []
+    real = storage.LatestWrite.read_results
+
+    def spy(self: storage.LatestWrite) -> Any:
+        side_reads.append(out := real(self))
+        return out
+
+    monkeypatch.setattr(storage.LatestWrite, "read_results", spy)
+
+    # a transactional test starts without the default rules: one of its own, held for 20 s
+    rule = AlertRule.objects.create(
+        name="hot", kind=AlertRule.Kind.THRESHOLD, metric="temperature_c", threshold=85, duration_s=20
+    )
+    alerts.alert_rules_forget()
+    inv.node("gpu01")
+    t0 = timezone.now().replace(microsecond=0) - dt.timedelta(minutes=1)
+    # the condition starts holding: a state row, no alert yet
+    telemetry_ingest_samples(_batch(t0, 90.0), now=t0)
+    state = AlertState.objects.get(rule=rule)
+    assert state.pending_since == t0 and not Alert.objects.exists()
+    # 20 s later the state (read on the side connection, behind its UPDATE) makes the alert fire
+    telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=20), 91.0), now=t0)
+    alert = Alert.objects.get(rule=rule)
+    assert alert.status == Alert.Status.FIRING and alert.started_at == t0
+    assert side_reads and all(r is not None for r in side_reads)  # read on the side connection
+    # and a cool reading resolves it and drops the state
+    telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=30), 60.0), now=t0)
+    alert.refresh_from_db()
+    assert alert.status == Alert.Status.RESOLVED and not AlertState.objects.exists()
+    assert _latest_elsewhere()["temperature_c"] == 60.0
