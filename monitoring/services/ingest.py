@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -228,6 +229,8 @@ def telemetry_ingest_samples(
 
 
 _NUMBER_TYPES = frozenset({float, int})
+_LOWEST = {metric: lo for metric, (lo, _hi) in BOUNDS.items()}
+_HIGHEST = {metric: hi for metric, (_lo, hi) in BOUNDS.items()}
 
 
 def _columns_checked(
@@ -238,7 +241,7 @@ def _columns_checked(
     if not samples:
         return []
     try:
-        if not all(type(s) is dict for s in samples):
+        if set(map(type, samples)) != {dict}:
             return None
         n = len(samples)
         # the columns are Any until checked: each check below makes one of them what Item says
@@ -251,9 +254,9 @@ def _columns_checked(
             return None
         if int in types:
             values = [float(v) for v in values]
-        # NaN fails both comparisons, infinities the bounds
-        if not all(
-            lo <= v <= hi for (lo, hi), v in zip(map(BOUNDS.__getitem__, metrics), values, strict=True)
+        # NaN fails both comparisons, infinities the bounds (compared in C: map, not a generator)
+        if not all(map(operator.le, map(_LOWEST.__getitem__, metrics), values)) or not all(
+            map(operator.le, values, map(_HIGHEST.__getitem__, metrics))
         ):
             return None
         hosts: list[Any] = [s.get("node") for s in samples]
