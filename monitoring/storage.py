@@ -437,11 +437,17 @@ class LatestWrite:
         """Send ``reads`` behind the UPDATE, in its round trip (:meth:`read_results` collects
         them). Only for reads of committed rows the UPDATE does not touch: this transaction
         would see its own new latest values."""
-        for q in reads:
-            sql, params = q.query.sql_with_params()
-            reader = psycopg.Cursor(self.conn)
-            self.readers.append(reader)
-            reader.execute(sql, params)
+        try:
+            for q in reads:
+                sql, params = q.query.sql_with_params()
+                reader = psycopg.Cursor(self.conn)
+                self.readers.append(reader)
+                reader.execute(sql, params)
+        except psycopg.Error:  # the caller reads them itself (no readers)
+            log.warning("telemetry: reads on the side connection failed", exc_info=True)
+            for reader in self.readers:
+                reader.close()
+            self.readers = []
 
     def read_results(self) -> list[list[tuple[Any, ...]]] | None:
         """The rows of :meth:`read`'s queries, in order; ``None`` if the side connection failed
