@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import EmptyResultSet
-from django.db.models import Field, ForeignObject
+from django.db.models import Field, ForeignObject, IntegerField
 from django.db.models.fields.related_lookups import RelatedIn
 from django.db.models.lookups import In
 
@@ -23,10 +23,16 @@ def _ints(values: Any) -> bool:
     return isinstance(values, list | tuple | set | frozenset) and all(type(v) is int for v in values)
 
 
+def _integer_ids(lookup: Any, values: Any) -> bool:
+    """Plain integers for an integer column (a foreign key: its target's): nothing to prepare."""
+    field = lookup.lhs.output_field
+    return isinstance(getattr(field, "target_field", field), IntegerField) and _ints(values)
+
+
 class _AnyOnPostgres:
     def get_prep_lookup(self) -> Any:
         lookup: Any = self
-        if lookup.rhs_is_direct_value() and _ints(lookup.rhs):
+        if lookup.rhs_is_direct_value() and _integer_ids(lookup, lookup.rhs):
             return list(dict.fromkeys(lookup.rhs))  # plain integers need no preparation
         return super().get_prep_lookup()  # type: ignore[misc]
 
@@ -38,7 +44,7 @@ class _AnyOnPostgres:
         values = list(dict.fromkeys(v for v in lookup.rhs if v is not None))
         if not values:
             raise EmptyResultSet
-        if _ints(values):  # one text parameter, cast once by the server
+        if _integer_ids(lookup, values):  # one text parameter, cast once by the server
             return f"{lhs} = ANY(%s::bigint[])", (*lhs_params, "{" + ",".join(map(str, values)) + "}")
         _sqls, params = lookup.batch_process_rhs(compiler, connection, values)
         return f"{lhs} = ANY(%s)", (*lhs_params, list(params))

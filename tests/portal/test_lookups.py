@@ -56,3 +56,9 @@ def test_plain_integer_ids_go_as_one_literal_and_select_the_same(nodes) -> None:
     assert set(Card.objects.filter(node_id__any=ids).values_list("node__slurm_name", flat=True)) == found
     if connection.vendor == "postgresql":  # one parameter, not one per id
         assert "::bigint[]" in ctx.captured_queries[0]["sql"]
+
+
+def test_integers_for_a_text_column_are_prepared_as_text(nodes) -> None:
+    # a text column given integers: Django's preparation turns them into text, as __in does
+    Node.objects.filter(pk=nodes[0].pk).update(slurm_name="42")
+    assert list(Node.objects.filter(slurm_name__any=[42, 7]).values_list("pk", flat=True)) == [nodes[0].pk]
