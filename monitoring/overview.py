@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Case, Count, F, FloatField, Max, Q, Sum, When
+from django.db.models import Case, Count, F, FloatField, Max, Q, Sum, When, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 from django.utils.translation import gettext
 
@@ -173,31 +174,35 @@ def _measured_power(out: dict[int, ClusterOverview], ids: list[int], now: dt.dat
 
 
 def _hottest(out: dict[int, ClusterOverview], ids: list[int], now: dt.datetime) -> None:
-    """The ``HOTTEST`` hottest fresh cards of each cluster (the database keeps the top few of each
-    cluster's cards, no full ranking); a node Slurm marks down or not responding shows none (its last
-    readings are not its cards' state now). The ranking joins no more than it filters on; the
-    winners' slots are read after."""
+    """The ``HOTTEST`` hottest fresh cards of each cluster (ranked per cluster in the database, one
+    query for all clusters); a node Slurm marks down or not responding shows none (its last readings
+    are not its cards' state now). The ranking joins no more than it filters on; the winners' slots
+    are read after."""
     after = fresh_after(now)
     fresh_value = Case(When(ts__gte=after, then=F("value")), default=None, output_field=FloatField())
-    temperatures = (
-        LatestValue.objects.filter(series__metric=TEMPERATURE)
+    rows = list(
+        LatestValue.objects.filter(series__node__cluster_id__in=ids, series__metric=TEMPERATURE)
         .exclude(series__card_ref="")
         .exclude(series__node__slurm_state__iregex=UNREACHABLE_SLURM_RE)  # its readings say nothing now
-        .order_by(fresh_value.desc(nulls_last=True), "series_id")
+        .annotate(
+            rank=Window(
+                RowNumber(),
+                partition_by=[F("series__node__cluster_id")],
+                order_by=[fresh_value.desc(nulls_last=True), F("series_id").asc()],
+            )
+        )
+        .filter(rank__lte=HOTTEST)
+        .order_by("series__node__cluster_id", "rank")
+        .values_list(
+            "series__node__cluster_id",
+            "series__card_id",
+            "series__node_id",
+            "series__node__hostname",
+            "series__card_ref",
+            "value",
+            "ts",
+        )  # fmt: skip
     )
-    fields = (
-        "series__card_id",
-        "series__node_id",
-        "series__node__hostname",
-        "series__card_ref",
-        "value",
-        "ts",
-    )
-    rows = [
-        (cid, *row)
-        for cid in ids
-        for row in temperatures.filter(series__node__cluster_id=cid).values_list(*fields)[:HOTTEST]
-    ]
     slots = dict(Card.objects.filter(pk__in={r[1] for r in rows} - {None}).values_list("pk", "slot"))
     for cid, card_id, node_id, hostname, ref, value, ts in rows:
         if ts < after:  # a cluster with fewer fresh cards than HOTTEST: the rest are stale

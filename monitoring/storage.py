@@ -322,6 +322,24 @@ WHERE {LATEST_TABLE}.ts <= EXCLUDED.ts
 """
 
 
+def _send_reads(
+    conn: psycopg.Connection[Any], reads: Sequence[QuerySet[Any, Any]]
+) -> list[psycopg.Cursor[Any]]:
+    """Execute value querysets on a raw connection (in its pipeline, if one is open): one cursor
+    each, to be fetched by the caller. A cursor that failed to send is closed with the others."""
+    readers: list[psycopg.Cursor[Any]] = []
+    try:
+        for q in reads:
+            sql, params = q.query.sql_with_params()
+            readers.append(reader := psycopg.Cursor(conn))
+            reader.execute(sql, params)
+    except BaseException:
+        for reader in readers:
+            reader.close()
+        raise
+    return readers
+
+
 def latest_upsert(
     rows: Sequence[tuple[int, dt.datetime, float]], *, reads: Sequence[QuerySet[Any, Any]] = ()
 ) -> list[list[tuple[Any, ...]]]:
@@ -348,15 +366,14 @@ def latest_upsert(
     pg = connection.connection
     params = _columns(rows, (0, 1, 2)) if rows else []
     queries = [q.query.sql_with_params() for q in reads]
+    readers: list[psycopg.Cursor[Any]] = []
     # server-binding cursors (Django's are client-side): the arrays travel in binary
-    readers = [psycopg.Cursor(pg) for _q in queries]
     update = psycopg.Cursor(pg)
     try:
         with connection.wrap_database_errors:
             # a libpq older than 14 has no pipeline mode: the same statements, one trip each
             with pg.pipeline() if psycopg.Pipeline.is_supported() else nullcontext():
-                for reader, (sql, qparams) in zip(readers, queries, strict=True):
-                    reader.execute(sql, qparams)
+                readers = _send_reads(pg, reads)
                 if rows:
                     update.execute(_LATEST_UPDATE_PG, params, prepare=True, binary=True)
             out = [reader.fetchall() for reader in readers]
@@ -438,16 +455,9 @@ class LatestWrite:
         them). Only for reads of committed rows the UPDATE does not touch: this transaction
         would see its own new latest values."""
         try:
-            for q in reads:
-                sql, params = q.query.sql_with_params()
-                reader = psycopg.Cursor(self.conn)
-                self.readers.append(reader)
-                reader.execute(sql, params)
+            self.readers = _send_reads(self.conn, reads)
         except psycopg.Error:  # the caller reads them itself (no readers)
             log.warning("telemetry: reads on the side connection failed", exc_info=True)
-            for reader in self.readers:
-                reader.close()
-            self.readers = []
 
     def read_results(self) -> list[list[tuple[Any, ...]]] | None:
         """The rows of :meth:`read`'s queries, in order; ``None`` if the side connection failed
