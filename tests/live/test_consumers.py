@@ -426,6 +426,8 @@ def test_the_overview_part_of_a_flush_runs_without_garbage_collection(
     monkeypatch.setattr(
         push.coalescer, "send", lambda messages: seen.append((gc.isenabled(), sorted(messages)))
     )
+    # as if every group had sockets
+    monkeypatch.setattr(push.coalescer, "listened", lambda messages: messages)
     push.mark_changed("node", [rig["nodes"][0].pk])
 
     push.flush_now()
@@ -462,3 +464,68 @@ def test_each_socket_gets_the_overview_in_its_pages_language(rig: dict[str, Any]
         assert "alerts firing" in frame and "告警" not in frame
     for frame in (zh_snap, zh_push, browser_snap, browser_push):
         assert "告警" in frame and "alerts firing" not in frame
+
+
+def test_a_flush_sends_only_to_the_groups_someone_listens_to(
+    rig: dict[str, Any], admin_user: Any, monkeypatch: Any
+) -> None:
+    from monitoring import live as monitoring_live
+
+    watched, unwatched = rig["nodes"]
+    sent: list[str] = []
+    renders: list[Any] = []
+    real_send, real_render = push.coalescer.send, monitoring_live.overview_html
+    monkeypatch.setattr(push.coalescer, "send", lambda messages: (sent.extend(messages), real_send(messages)))
+    monkeypatch.setattr(monitoring_live, "overview_html", lambda ids: renders.append(ids) or real_render(ids))
+
+    async def scenario() -> tuple[str, set[str] | None]:
+        # given one socket, on the first node's page (no overview, no page of the second node)
+        page = communicator(f"/ws/live/node/{watched.pk}/", admin_user)
+        assert (await page.connect())[0]
+        await page.receive_from(timeout=5)  # snapshot
+        heard = await push._listened(
+            get_channel_layer(), [groups.node(watched.pk), groups.node(unwatched.pk)]
+        )
+        # when both nodes change
+        await database_sync_to_async(
+            lambda: (push.mark_changed("node", [watched.pk, unwatched.pk]), push.flush_now())
+        )()
+        frame = await page.receive_from(timeout=5)
+        await page.disconnect()
+        return frame, heard
+
+    frame, heard = run(scenario)
+    # then the watched node's page got its event; the other node's group, its rack's and cluster's and
+    # the overview (nobody listens) were neither sent nor, for the overview, rendered
+    assert f'id="node-latest-{watched.pk}"' in frame
+    assert heard == {groups.node(watched.pk)}
+    assert sent == [groups.node(watched.pk)]
+    assert renders == []
+
+
+def test_groups_are_marked_for_resync_when_redis_cannot_say_who_listens(
+    rig: dict[str, Any], settings: Any, monkeypatch: Any
+) -> None:
+    from channels.layers import channel_layers
+
+    # given a channel layer whose Redis does not answer
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [{"address": "redis://127.0.0.1:1/0"}], "prefix": "rp-nobody"},
+        }
+    }
+    channel_layers.backends.clear()
+    push.coalescer._loop = None
+    sent: list[Any] = []
+    monkeypatch.setattr(push.coalescer, "send", lambda messages: sent.append(messages))
+    push.mark_changed("node", [rig["nodes"][0].pk])
+
+    push.flush_now()
+
+    # then nothing was sent and every group of the flush waits for its resync
+    assert [m for m in sent if m] == []
+    assert groups.OVERVIEW in push.coalescer.resync_pending()
+    assert groups.node(rig["nodes"][0].pk) in push.coalescer.resync_pending()
+    push.coalescer._resync.clear()
+    push.coalescer._loop = None

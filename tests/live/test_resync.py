@@ -143,5 +143,6 @@ def test_the_flusher_thread_retries_the_resync_by_itself(
 
     frames = async_to_sync(scenario)()
     assert [any("temp-critical" in f for f in fs) for fs in frames] == [True, True, True], frames
-    assert any("group sends failed (marked for resync)" in r.getMessage() for r in caplog.records)
+    # (the flush's first call on the dropped connection failed: asking who listens, or a send)
+    assert any("(marked for resync)" in r.getMessage() for r in caplog.records)
     assert push.coalescer.resync_pending() == set()
