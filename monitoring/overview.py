@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Case, Count, F, FloatField, Max, Q, Sum, When, Window
+from django.db.models import Case, Count, F, FloatField, Max, Q, QuerySet, Sum, When, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 from django.utils.translation import gettext
@@ -112,6 +112,28 @@ def cluster_overview_list(
         return []
     ids = list(out)
     now = timezone.now()
+    after = fresh_after(now)
+    # the costliest read (a window over every card temperature) runs in a second server process
+    # while the others run here (outside a transaction; inside one, in turn)
+    with storage.reads_aside([_hottest_query(ids, after)]) as hottest:
+        _counts(out, ids)
+        for cid, limit in cluster_power_limits(ids).items():
+            out[cid].power_budget_w = limit.limit_w or 0.0
+            out[cid].power_bound_by = limit.bound_by
+        for cid, watts, newest in storage.latest_power_by_cluster(ids, NODE_POWER, CARD_POWER, after):
+            # whole-node power where the BMC reports it, else the sum of the node's card powers
+            out[cid].power_w = watts
+            out[cid].telemetry_at = newest
+        if with_alerts:
+            _alerts(out, ids)
+        _hottest(out, hottest()[0], after)
+    for o in out.values():
+        o.stale_reason = cluster_stale_reason(o.cluster, now=now)
+    return list(out.values())
+
+
+def _counts(out: dict[int, ClusterOverview], ids: list[int]) -> None:
+    """Node states, cards in use, running and pending jobs of each cluster."""
     for cid, state, n in (
         Node.objects.filter(cluster_id__in=ids)
         .values_list("cluster_id", "slurm_state")
@@ -127,13 +149,6 @@ def cluster_overview_list(
         .annotate(Sum("gpus_total"), Sum("gpus_alloc"))
     ):
         out[cid].gpus_total, out[cid].gpus_alloc = total or 0, alloc or 0
-    for cid, limit in cluster_power_limits(ids).items():
-        out[cid].power_budget_w = limit.limit_w or 0.0
-        out[cid].power_bound_by = limit.bound_by
-    _measured_power(out, ids, now)
-    _hottest(out, ids, now)
-    if with_alerts:
-        _alerts(out, ids)
     for cid, state, n in (
         Job.objects.filter(cluster_id__in=ids, state__in=("RUNNING", "PENDING"))
         .values_list("cluster_id", "state")
@@ -144,9 +159,6 @@ def cluster_overview_list(
             out[cid].jobs_running = n
         else:
             out[cid].jobs_pending = n
-    for o in out.values():
-        o.stale_reason = cluster_stale_reason(o.cluster, now=now)
-    return list(out.values())
 
 
 def cluster_stale_reason(cluster: Cluster, *, now: dt.datetime) -> str:
@@ -166,21 +178,12 @@ def cluster_stale_reason(cluster: Cluster, *, now: dt.datetime) -> str:
 # estimates one fresh row and picks a nested loop over every latest value (2-3x slower).
 
 
-def _measured_power(out: dict[int, ClusterOverview], ids: list[int], now: dt.datetime) -> None:
-    """Whole-node power where the BMC reports it, else the sum of the node's card powers."""
-    for cid, watts, newest in storage.latest_power_by_cluster(ids, NODE_POWER, CARD_POWER, fresh_after(now)):
-        out[cid].power_w = watts
-        out[cid].telemetry_at = newest
-
-
-def _hottest(out: dict[int, ClusterOverview], ids: list[int], now: dt.datetime) -> None:
-    """The ``HOTTEST`` hottest fresh cards of each cluster (ranked per cluster in the database, one
+def _hottest_query(ids: list[int], after: dt.datetime) -> QuerySet[LatestValue, tuple[Any, ...]]:
+    """The ``HOTTEST`` hottest fresh cards of each cluster, ranked per cluster in the database (one
     query for all clusters); a node Slurm marks down or not responding shows none (its last readings
-    are not its cards' state now). The ranking joins no more than it filters on; the winners' slots
-    are read after."""
-    after = fresh_after(now)
+    are not its cards' state now). The ranking joins no more than it filters on."""
     fresh_value = Case(When(ts__gte=after, then=F("value")), default=None, output_field=FloatField())
-    rows = list(
+    return (
         LatestValue.objects.filter(series__node__cluster_id__in=ids, series__metric=TEMPERATURE)
         .exclude(series__card_ref="")
         .exclude(series__node__slurm_state__iregex=UNREACHABLE_SLURM_RE)  # its readings say nothing now
@@ -203,6 +206,11 @@ def _hottest(out: dict[int, ClusterOverview], ids: list[int], now: dt.datetime) 
             "ts",
         )  # fmt: skip
     )
+
+
+def _hottest(out: dict[int, ClusterOverview], rows: list[tuple[Any, ...]], after: dt.datetime) -> None:
+    """The ranked rows of :func:`_hottest_query` as each cluster's hot cards (the winners' slots
+    read after)."""
     slots = dict(Card.objects.filter(pk__in={r[1] for r in rows} - {None}).values_list("pk", "slot"))
     for cid, card_id, node_id, hostname, ref, value, ts in rows:
         if ts < after:  # a cluster with fewer fresh cards than HOTTEST: the rest are stale

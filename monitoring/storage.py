@@ -16,8 +16,8 @@ import os
 import re
 import struct
 import threading
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from itertools import chain, repeat
 from typing import Any
 
@@ -532,6 +532,66 @@ def latest_begin(rows: Sequence[tuple[int, dt.datetime, float]]) -> LatestWrite 
         )
         side_connection_close()
         return None
+
+
+@contextmanager
+def reads_aside(reads: Sequence[QuerySet[Any, Any]]) -> Iterator[Callable[[], list[list[tuple[Any, ...]]]]]:
+    """Send value querysets (``values_list``, not flat) on this thread's side connection, where a
+    second server process runs them while the caller's own queries run here; yields the function
+    that collects their rows (tuples), in order. Outside a transaction only (the side connection sees committed rows, not the caller's
+    uncommitted ones): inside one, on SQLite, or when the side connection fails, the rows are read
+    here when collected. The side connection's read transaction ends at the block's end."""
+
+    def here() -> list[list[tuple[Any, ...]]]:
+        return [list(q) for q in reads]
+
+    conn = _side_connection() if is_postgres() and not connection.in_atomic_block else None
+    readers: list[psycopg.Cursor[Any]] = []
+    pipeline = conn.pipeline() if conn is not None else None
+
+    def end(failed: BaseException | None = None) -> None:
+        """Leave the pipeline and the read transaction; a session that failed is dropped."""
+        nonlocal conn
+        try:
+            if failed is None:
+                pipeline.__exit__(None, None, None)  # type: ignore[union-attr]
+                conn.rollback()  # type: ignore[union-attr]
+                return
+            log.warning("side reads failed; read on this connection", exc_info=failed)
+            pipeline.__exit__(type(failed), failed, failed.__traceback__)  # type: ignore[union-attr]
+        except psycopg.Error:
+            pass
+        side_connection_close()
+        conn = None
+
+    if pipeline is not None:
+        try:
+            pipeline.__enter__()
+            readers = _send_reads(conn, reads)  # type: ignore[arg-type]
+        except psycopg.Error as exc:
+            end(exc)
+    collected: list[list[tuple[Any, ...]]] | None = None
+
+    def collect() -> list[list[tuple[Any, ...]]]:
+        nonlocal collected
+        if collected is None and conn is not None:
+            try:
+                pipeline.__exit__(None, None, None)  # type: ignore[union-attr]
+                collected = [reader.fetchall() for reader in readers]
+                conn.rollback()
+            except psycopg.Error as exc:
+                end(exc)
+        if collected is None:
+            collected = here()
+        return collected
+
+    try:
+        yield collect
+    finally:
+        for reader in readers:
+            reader.close()
+        if conn is not None and collected is None:  # the block ended before collecting
+            end()
 
 
 # -- rollups ------------------------------------------------------------------------------------

@@ -37,12 +37,16 @@ def _batch(ts: dt.datetime, temp: float, power: float = 300.0) -> list[dict[str,
     ]
 
 
-def _latest_elsewhere() -> dict[str, float]:
-    """Latest values as another session sees them (committed only)."""
-    params = {
+def _params() -> dict[str, Any]:
+    """How another session connects to the test database."""
+    return {
         k: v for k, v in connection.get_connection_params().items() if k in ("dbname", "user", "host", "port")
     }
-    with psycopg.connect(**params) as other:
+
+
+def _latest_elsewhere() -> dict[str, float]:
+    """Latest values as another session sees them (committed only)."""
+    with psycopg.connect(**_params()) as other:
         rows = other.execute(
             "SELECT s.metric, l.value FROM monitoring_latestvalue l JOIN monitoring_series s ON s.id = l.series_id"
         ).fetchall()
@@ -179,3 +183,76 @@ def test_alert_states_read_beside_the_side_update_fire_and_resolve(
     alert.refresh_from_db()
     assert alert.status == Alert.Status.RESOLVED and not AlertState.objects.exists()
     assert _latest_elsewhere()["temperature_c"] == 60.0
+
+
+# -- reads on the side connection (storage.reads_aside: the overview's costliest read) ------------
+def _temperatures() -> Any:
+    return LatestValue.objects.filter(series__metric="temperature_c").values_list("value")
+
+
+def test_reads_aside_run_on_the_side_connection_and_see_committed_rows(inv: Any) -> None:
+    inv.node("gpu01")
+    t0 = timezone.now().replace(microsecond=0)
+    telemetry_ingest_samples(_batch(t0, 50.0), now=t0)
+    storage.side_connection_close()
+
+    with storage.reads_aside([_temperatures()]) as collect:
+        side = storage._side.conn
+        rows = collect()
+    # the read was sent on a second session, which is idle again (its read transaction ended)
+    assert side is not None and not side.closed
+    assert side.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    assert rows == [[(50.0,)]]
+    assert collect() is rows  # collected once
+
+
+def test_reads_aside_inside_a_transaction_read_its_uncommitted_rows_here(inv: Any) -> None:
+    from django.db import transaction
+
+    inv.node("gpu01")
+    t0 = timezone.now().replace(microsecond=0)
+    telemetry_ingest_samples(_batch(t0, 50.0), now=t0)
+    storage.side_connection_close()
+    with transaction.atomic():
+        LatestValue.objects.update(value=77.0)  # not committed: the side session would not see it
+        with storage.reads_aside([_temperatures()]) as collect:
+            rows = collect()
+        transaction.set_rollback(True)
+    assert rows == [[(77.0,)]]
+    assert getattr(storage._side, "conn", None) is None  # no side session was opened
+
+
+def test_reads_aside_fall_back_to_this_connection_when_the_side_session_breaks(
+    inv: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inv.node("gpu01")
+    t0 = timezone.now().replace(microsecond=0)
+    telemetry_ingest_samples(_batch(t0, 50.0), now=t0)
+    # given a side session whose server process is gone (a restart, an idle timeout)
+    side = storage._side_connection()
+    assert side is not None
+    with psycopg.connect(**_params(), autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [side.info.backend_pid])
+
+    with storage.reads_aside([_temperatures()]) as collect:
+        rows = collect()
+
+    assert rows == [[(50.0,)]]
+    # the broken session was dropped; the next use opens a new one
+    assert getattr(storage._side, "conn", None) is None or storage._side.conn is not side
+
+
+def test_a_block_left_before_collecting_leaves_the_side_session_usable(inv: Any) -> None:
+    inv.node("gpu01")
+    t0 = timezone.now().replace(microsecond=0)
+    telemetry_ingest_samples(_batch(t0, 50.0), now=t0)
+
+    with pytest.raises(RuntimeError), storage.reads_aside([_temperatures()]):
+        raise RuntimeError("the caller failed before collecting")
+
+    side = storage._side.conn
+    assert side is not None and side.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    # and the next batch's latest values still go through it
+    telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=10), 61.0), now=t0)
+    assert storage._side.conn is side
+    assert _latest_elsewhere()["temperature_c"] == 61.0
