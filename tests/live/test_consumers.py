@@ -529,3 +529,37 @@ def test_groups_are_marked_for_resync_when_redis_cannot_say_who_listens(
     assert groups.node(rig["nodes"][0].pk) in push.coalescer.resync_pending()
     push.coalescer._resync.clear()
     push.coalescer._loop = None
+
+
+def test_events_reach_the_sockets_without_a_hop_to_the_sync_thread_each(
+    rig: dict[str, Any], admin_user: Any, monkeypatch: Any
+) -> None:
+    import channels.consumer
+
+    hops: list[int] = []
+    real = channels.consumer.aclose_old_connections
+
+    async def counted() -> None:
+        hops.append(1)
+        await real()
+
+    monkeypatch.setattr(channels.consumer, "aclose_old_connections", counted)
+
+    async def scenario() -> list[str]:
+        socks = [communicator("/ws/live/overview/", admin_user) for _ in range(3)]
+        for s in socks:
+            assert (await s.connect())[0]
+            await s.receive_from(5)
+        push.mark_changed("node", [rig["nodes"][0].pk])
+        await database_sync_to_async(push.flush_now)()
+        frames = [await s.receive_from(5) for s in socks]
+        for s in socks:
+            await s.disconnect()
+        return frames
+
+    frames = run(scenario)
+    # three sockets connected, got their snapshot and one event each: channels' per-message hop to
+    # the one sync thread (closing stale connections, which database_sync_to_async does itself) was
+    # never taken
+    assert all(f'id="overview-cluster-{rig["cluster"].pk}"' in f for f in frames)
+    assert hops == []
