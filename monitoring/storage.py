@@ -538,9 +538,10 @@ def latest_begin(rows: Sequence[tuple[int, dt.datetime, float]]) -> LatestWrite 
 def reads_aside(reads: Sequence[QuerySet[Any, Any]]) -> Iterator[Callable[[], list[list[tuple[Any, ...]]]]]:
     """Send value querysets (``values_list``, not flat) on this thread's side connection, where a
     second server process runs them while the caller's own queries run here; yields the function
-    that collects their rows (tuples), in order. Outside a transaction only (the side connection sees committed rows, not the caller's
-    uncommitted ones): inside one, on SQLite, or when the side connection fails, the rows are read
-    here when collected. The side connection's read transaction ends at the block's end."""
+    that collects their rows (tuples), in order. Outside a transaction only (the side connection
+    sees committed rows, not the caller's uncommitted ones): inside one, on SQLite, or when the
+    side connection fails, the rows are read here when collected. The side connection's read
+    transaction ends at the block's end."""
 
     def here() -> list[list[tuple[Any, ...]]]:
         return [list(q) for q in reads]

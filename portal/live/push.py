@@ -5,7 +5,8 @@ writes: web, Celery worker, the demo's single process. Ids are collected in-proc
 one background thread per process at most every ``PORTAL_LIVE_FLUSH_MS`` (leading edge: a quiet
 process pushes at once, a busy one once per interval), so a node that changes 50 times in a
 second is pushed a handful of times, not 50. A flush reads where the ids belong (a few flat
-queries) and sends ONE ``live.changed`` group event per group with every changed id of that group.
+queries) and sends ONE ``live.changed`` group event per group with every changed id of that group,
+to the groups some socket listens to (the Redis pub/sub layer says which: :meth:`Coalescer.listened`).
 Consumers re-read through the selectors and render the fragments (see consumers.py), except a
 summary's (the overview): it is the same for every socket of a role, so the flush renders it once,
 in every variant, and the event carries the finished frames (``frames``) that the consumers forward.
