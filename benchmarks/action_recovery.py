@@ -1,6 +1,6 @@
 """Benchmark: how long a killed worker's action takes to complete once a worker is available again.
 
-    REDIS_URL=redis://127.0.0.1:6379/5 .venv/bin/python benchmarks/action_recovery.py [--runs 3 --db NAME]
+    REDIS_URL=redis://127.0.0.1:6379/5 .venv/bin/python benchmarks/action_recovery.py [--runs 3]
 
 Each run is tests/jobs/test_worker_killed.py's scenario with the deployment's settings (broker
 visibility timeout 3600 s, lease 30 s, heartbeat 10 s, lease check every 10 s): a real Celery
@@ -12,7 +12,6 @@ checks that each run submitted exactly one job.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import tempfile
@@ -20,17 +19,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import setup_django  # noqa: E402
+from benchmarks.common import bench_db_name, bench_parser, setup_django  # noqa: E402
+
+DB = "bench_rp_action_recovery"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = bench_parser(__doc__, DB)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--db", default="bench_rp_action_recovery")
     args = parser.parse_args()
-    setup_django(args.db)
+    setup_django(bench_db_name(DB))
 
     from django.conf import settings
     from django.contrib.auth.models import User
