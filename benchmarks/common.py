@@ -36,6 +36,13 @@ def bench_args(doc: str | None, default_db: str, argv: Sequence[str] | None = No
     return bench_parser(doc, default_db).parse_args(argv)
 
 
+def plain_args(doc: str | None, argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line of a benchmark without a database or options (``--help`` only)."""
+    return argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter, epilog="No database."
+    ).parse_args(argv)
+
+
 def setup_django(db_name: str) -> None:
     """Point Django at a benchmark database (created and migrated if missing); callers name it
     with :func:`bench_db_name`."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import measure, row  # noqa: E402
+from benchmarks.common import measure, plain_args, row  # noqa: E402
 from portal.jsonsafe import json_loads, json_loads_records  # noqa: E402
 
 
@@ -29,6 +29,7 @@ def samples(n: int) -> str:
 
 
 def main() -> None:
+    plain_args(__doc__)
     bodies = {
         "ingest 1,000 samples": samples(1_000),
         "ingest 10,000 samples": samples(10_000),

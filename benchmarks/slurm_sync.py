@@ -79,7 +79,12 @@ def sinfo_doc(n_nodes: int, changed: set[int] = frozenset()) -> dict[str, Any]: 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"database: {os.environ['TEST_DATABASE_NAME']} (TEST_DATABASE_NAME overrides bench_rp_jobs; "
+        "created and dropped by the run)",
+    )
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--nodes", type=int, default=1_000)
     ap.add_argument("--runs", type=int, default=5)

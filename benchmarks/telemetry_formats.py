@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import measure, row  # noqa: E402
+from benchmarks.common import measure, plain_args, row  # noqa: E402
 from monitoring.parsers import DEFAULT_QUERY_FIELDS, parse_nvidia_smi_csv  # noqa: E402
 from monitoring.parsers.remote_write import parse_write_request  # noqa: E402
 
@@ -78,6 +78,7 @@ def snappy_literals(raw: bytes) -> bytes:
 
 
 def main() -> None:
+    plain_args(__doc__)
     plain = (FIXTURES / "nvidia_smi_h100_8gpu_nounits.csv").read_text()
     headed = with_header(plain)
     assert len(parse_nvidia_smi_csv(headed).samples) == len(parse_nvidia_smi_csv(plain).samples)
