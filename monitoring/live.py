@@ -72,17 +72,31 @@ def _cards(items: Iterable[Any], *, with_alerts: bool) -> str:
     )
 
 
-def overview_html(cluster_ids: Iterable[int] | None) -> dict[str, str]:
+def all_variants() -> dict[str, str]:
+    """{presence group: variant} of every overview variant: both roles in every UI language."""
+    return {
+        groups.overview_variant(v): v
+        for v in (overview_variant(w, language) for language in languages() for w in (True, False))
+    }
+
+
+def overview_html(cluster_ids: Iterable[int] | None, variants: set[str] | None = None) -> dict[str, str]:
     """{variant: the overview cards of ``cluster_ids`` (all when None)}: read once, rendered for
-    both roles in every language of the UI (the frame a socket forwards is in its user's language)."""
+    ``variants`` (None: both roles in every language of the UI; the frame a socket forwards is in
+    its user's language)."""
     from monitoring.overview import cluster_overview_list
 
+    wanted = set(all_variants().values()) if variants is None else variants
+    if not wanted:
+        return {}
     items = cluster_overview_list(cluster_ids=cluster_ids, with_alerts=True)
     out: dict[str, str] = {}
     for language in languages():
         with translation.override(language):
             for with_alerts in (True, False):
-                out[overview_variant(with_alerts, language)] = _cards(items, with_alerts=with_alerts)
+                variant = overview_variant(with_alerts, language)
+                if variant in wanted:
+                    out[variant] = _cards(items, with_alerts=with_alerts)
     return out
 
 
@@ -95,16 +109,19 @@ def render_overview(cluster_ids: Iterable[int] | None, *, with_alerts: bool) -> 
     )
 
 
-def overview_frames(ids: dict[str, list[Any]], *, seq: str, ts: float) -> dict[str, str]:
-    """{variant: the websocket frame (marker + cards)} of one overview event."""
-    status = {}
-    for language in languages():
-        with translation.override(language):
-            status[language] = status_html(seq, ts)
-    return {
-        variant: status[variant.split(":", 1)[1]] + body
-        for variant, body in overview_html(ids["cluster"]).items()
-    }
+def overview_frames(
+    ids: dict[str, list[Any]], *, seq: str, ts: float, variants: set[str] | None = None
+) -> dict[str, str]:
+    """{variant: the websocket frame (marker + cards)} of one overview event (``variants`` only)."""
+    status: dict[str, str] = {}
+    out = {}
+    for variant, body in overview_html(ids["cluster"], variants).items():
+        language = variant.split(":", 1)[1]
+        if language not in status:
+            with translation.override(language):
+                status[language] = status_html(seq, ts)
+        out[variant] = status[language] + body
+    return out
 
 
 # -- the overview's sockets ------------------------------------------------------------------------
@@ -115,7 +132,11 @@ class OverviewConsumer(LiveConsumer):
 
     def setup(self) -> bool:
         self.with_alerts = self.user.has_perm("monitoring.view_alert")
-        self.live_groups = [groups.OVERVIEW]
+        # the presence group of its variant: the flush renders only the variants someone watches
+        self.live_groups = [
+            groups.OVERVIEW,
+            groups.overview_variant(overview_variant(self.with_alerts, self.language)),
+        ]
         return True
 
     def render_key(self) -> tuple[Any, ...]:
@@ -147,7 +168,9 @@ def register() -> None:
     registry.register(
         kinds=("alert",),
         router=route,
-        summary=registry.Summary(group=groups.OVERVIEW, route=overview_route, frames=overview_frames),
+        summary=registry.Summary(
+            group=groups.OVERVIEW, route=overview_route, frames=overview_frames, variants=all_variants
+        ),
         websockets={"ws/live/overview/": OverviewConsumer},
     )
     telemetry_ingested.connect(on_telemetry_ingested, dispatch_uid="live.telemetry_ingested")

@@ -9,6 +9,13 @@ OVERVIEW = "overview"
 ALL_JOBS = "jobs"
 
 
+def overview_variant(variant: str) -> str:
+    """The presence group of the overview's sockets of one variant ("alerts:zh-hans" ->
+    "overview-variant.alerts.zh-hans"): never sent to, listened to so that a flush knows which
+    variants to render."""
+    return "overview-variant." + variant.replace(":", ".")
+
+
 def cluster(pk: int) -> str:
     return f"cluster.{pk}"
 

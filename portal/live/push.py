@@ -178,7 +178,7 @@ class Coalescer:
         with _gc_deferred():
             summary = self.listened(route_overview(batch, seq=seq, ts=ts))
             for group, message in summary.items():
-                with_overview_frames(message, group=group)
+                with_overview_frames(message, group=group, variants=self.listened_variants(group))
             self.send(summary)
         messages = self.listened(route(batch, seq=seq, ts=ts, summaries=False))
         self.send(messages)
@@ -200,6 +200,22 @@ class Coalescer:
             self._mark_resync(messages)
             return {}
         return messages if heard is None else {g: m for g, m in messages.items() if g in heard}
+
+    def listened_variants(self, group: str) -> set[str] | None:
+        """The variants of a summary that some socket listens to (its presence groups, see
+        :class:`registry.Summary`); None: all of them (the layer cannot tell, or Redis did not
+        answer: the consumers of a variant without a frame render it themselves)."""
+        summary = registry.summary(group)
+        layer = get_channel_layer()
+        if summary is None or summary.variants is None or not isinstance(layer, RedisPubSubChannelLayer):
+            return None
+        presence = summary.variants()
+        try:
+            heard = self._await(_listened(layer, list(presence)))
+        except Exception:
+            logger.warning("live push: could not ask which %s variants are listened to", group, exc_info=True)
+            return None
+        return None if heard is None else {presence[g] for g in heard}
 
     def send(self, messages: Messages) -> None:
         """Send each group its message; a group whose send fails is marked for resync."""
@@ -324,14 +340,16 @@ def route_overview(batch: Mapping[str, Iterable[Any]], *, seq: str, ts: float) -
 FRAMES_MAX_BYTES = 256 * 1024
 
 
-def with_overview_frames(message: dict[str, Any], *, group: str = "overview") -> dict[str, Any]:
-    """Add the summary's frames rendered once for this flush (every variant); on failure or when
-    too large the event goes without them and consumers render."""
+def with_overview_frames(
+    message: dict[str, Any], *, group: str = "overview", variants: set[str] | None = None
+) -> dict[str, Any]:
+    """Add the summary's frames rendered once for this flush (of ``variants``, None: every one);
+    on failure or when too large the event goes without them and consumers render."""
     summary = registry.summary(group)
     if summary is None or summary.frames is None:
         return message
     try:
-        frames = summary.frames(message["ids"], seq=message["seq"], ts=message["ts"])
+        frames = summary.frames(message["ids"], seq=message["seq"], ts=message["ts"], variants=variants)
     except Exception:
         logger.warning("live push: rendering %s failed; consumers will render", group, exc_info=True)
         return message

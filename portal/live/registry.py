@@ -57,12 +57,16 @@ class Summary:
     """A group whose event is routed and sent before the others (most sockets listen there).
 
     ``route(batch)`` gives the event's ids (``{}``: nothing for this group); ``frames(ids, seq=,
-    ts=)``, if set, renders the finished websocket frames once per flush (``{variant: frame}``),
-    which the group's consumers forward instead of rendering."""
+    ts=, variants=)``, if set, renders the finished websocket frames once per flush (``{variant:
+    frame}``; ``variants``: only those, None: all), which the group's consumers forward instead of
+    rendering. ``variants()``, if set, names a presence group per variant (``{group: variant}``)
+    that the consumers of that variant join: the flush renders only the variants that some socket
+    listens to."""
 
     group: str
     route: Callable[[Batch], dict[str, list[Any]]]
     frames: Callable[..., dict[str, str]] | None = None
+    variants: Callable[[], dict[str, str]] | None = None
 
 
 _kinds: list[str] = []

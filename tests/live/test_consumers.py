@@ -142,7 +142,13 @@ def test_the_flush_renders_the_overview_once_and_sockets_forward_it(
     flush_renders: list[Any] = []
     socket_renders: list[Any] = []
     real = monitoring_live.overview_html
-    monkeypatch.setattr(monitoring_live, "overview_html", lambda ids: flush_renders.append(ids) or real(ids))
+
+    def render(ids: Any, variants: Any = None) -> Any:
+        out = real(ids, variants)
+        flush_renders.append((ids, sorted(out)))
+        return out
+
+    monkeypatch.setattr(monitoring_live, "overview_html", render)
     monkeypatch.setattr(monitoring_live, "render_overview", lambda *a, **k: socket_renders.append(a) or "")
 
     async def scenario() -> list[str]:
@@ -161,7 +167,8 @@ def test_the_flush_renders_the_overview_once_and_sockets_forward_it(
         return frames
 
     admin1, admin2, researcher = run(scenario)
-    assert flush_renders == [[rig["cluster"].pk]]
+    # once, and only in the variants that some socket watches (both roles in English, not Chinese)
+    assert flush_renders == [([rig["cluster"].pk], ["alerts:en", "plain:en"])]
     assert socket_renders == []
     assert admin1 == admin2
     assert (
@@ -279,7 +286,11 @@ def test_researcher_sockets_join_only_their_user_group_and_the_overview(
 
     jobs_groups, overview_groups, snap = run(scenario)
     assert [g.split("__group__")[1] for g in jobs_groups] == [groups.user(researcher_user.pk)]
-    assert [g.split("__group__")[1] for g in overview_groups] == [groups.OVERVIEW]
+    # the overview, and the presence group of its variant (no alerts, English): never sent to
+    assert [g.split("__group__")[1] for g in overview_groups] == [
+        groups.OVERVIEW,
+        groups.overview_variant("plain:en"),
+    ]
     assert "alerts firing" not in snap and "alert firing" not in snap
     assert Action.objects.count() == 0
 
@@ -476,7 +487,11 @@ def test_a_flush_sends_only_to_the_groups_someone_listens_to(
     renders: list[Any] = []
     real_send, real_render = push.coalescer.send, monitoring_live.overview_html
     monkeypatch.setattr(push.coalescer, "send", lambda messages: (sent.extend(messages), real_send(messages)))
-    monkeypatch.setattr(monitoring_live, "overview_html", lambda ids: renders.append(ids) or real_render(ids))
+    monkeypatch.setattr(
+        monitoring_live,
+        "overview_html",
+        lambda ids, variants=None: renders.append(ids) or real_render(ids, variants),
+    )
 
     async def scenario() -> tuple[str, set[str] | None]:
         # given one socket, on the first node's page (no overview, no page of the second node)
