@@ -40,22 +40,24 @@ def overview_route(batch: registry.Batch) -> dict[str, list[Any]]:
     from jobs.models import Action, Job
     from monitoring.models import Alert
 
+    def distinct(qs: Any, field: str) -> set[Any]:
+        # no model ordering: it would join the DISTINCT (one row per node instead of per cluster)
+        return set(qs.order_by().values_list(field, flat=True).distinct())
+
     clusters = set(batch.get("cluster", ()))
     node_ids = set(batch.get("node", ()))
     if node_ids:
-        clusters |= set(Node.objects.filter(pk__any=node_ids).values_list("cluster_id", flat=True).distinct())
+        clusters |= distinct(Node.objects.filter(pk__any=node_ids), "cluster_id")
     else:  # a batch with node ids names the nodes of its cards and alerts too (telemetry)
         cards, alerts = set(batch.get("card", ())), set(batch.get("alert", ()))
         if cards:
-            clusters |= set(Card.objects.filter(pk__any=cards).values_list("node__cluster_id", flat=True))
+            clusters |= distinct(Card.objects.filter(pk__any=cards), "node__cluster_id")
         if alerts:
-            clusters |= set(Alert.objects.filter(pk__any=alerts).values_list("node__cluster_id", flat=True))
+            clusters |= distinct(Alert.objects.filter(pk__any=alerts), "node__cluster_id")
     if batch.get("job"):
-        clusters |= set(Job.objects.filter(pk__any=set(batch["job"])).values_list("cluster_id", flat=True))
+        clusters |= distinct(Job.objects.filter(pk__any=set(batch["job"])), "cluster_id")
     if batch.get("action"):
-        clusters |= set(
-            Action.objects.filter(pk__any=set(batch["action"])).values_list("cluster_id", flat=True)
-        )
+        clusters |= distinct(Action.objects.filter(pk__any=set(batch["action"])), "cluster_id")
     clusters.discard(None)
     return {"cluster": sorted(clusters)} if clusters else {}
 
