@@ -188,11 +188,8 @@ class Coalescer:
         """``messages`` less those to groups that no socket listens to, where the layer can tell
         (:func:`_listened`). When the layer cannot be asked (Redis down), the groups are marked for
         resync, as a failed send would be, and nothing is returned."""
-        layer = get_channel_layer() if messages else None
-        if layer is None or not isinstance(layer, RedisPubSubChannelLayer):
-            return messages
         try:
-            heard = self._await(_listened(layer, list(messages)))
+            heard = self._heard(list(messages))
         except Exception as exc:
             logger.warning(
                 "live push: could not ask which groups are listened to (marked for resync): %r", exc
@@ -206,16 +203,23 @@ class Coalescer:
         :class:`registry.Summary`); None: all of them (the layer cannot tell, or Redis did not
         answer: the consumers of a variant without a frame render it themselves)."""
         summary = registry.summary(group)
-        layer = get_channel_layer()
-        if summary is None or summary.variants is None or not isinstance(layer, RedisPubSubChannelLayer):
+        if summary is None or summary.variants is None:
             return None
         presence = summary.variants()
         try:
-            heard = self._await(_listened(layer, list(presence)))
+            heard = self._heard(list(presence))
         except Exception:
             logger.warning("live push: could not ask which %s variants are listened to", group, exc_info=True)
             return None
         return None if heard is None else {presence[g] for g in heard}
+
+    def _heard(self, groups: list[str]) -> set[str] | None:
+        """Which of ``groups`` some socket listens to; None where the layer cannot tell (raises
+        when Redis does not answer)."""
+        layer = get_channel_layer()
+        if not groups or not isinstance(layer, RedisPubSubChannelLayer):
+            return None
+        return self._await(_listened(layer, groups))
 
     def send(self, messages: Messages) -> None:
         """Send each group its message; a group whose send fails is marked for resync."""
