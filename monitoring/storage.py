@@ -26,6 +26,7 @@ from django.db import IntegrityError, ProgrammingError, connection, transaction
 from django.db.models import QuerySet
 from psycopg import pq
 from psycopg.adapt import Dumper
+from psycopg.types.numeric import Int4
 
 log = logging.getLogger(__name__)
 
@@ -314,6 +315,22 @@ UPDATE {LATEST_TABLE} l SET ts = i.ts, value = i.value
 FROM unnest(%b::int4[], %b::timestamptz[], %b::float8[]) AS i (series_id, ts, value)
 WHERE l.series_id = i.series_id AND l.ts <= i.ts
 """
+# A batch's series are usually a dense run of ids (one node's series, created together): the rows
+# of that id range, read in one bitmap scan and hashed, cost PostgreSQL a quarter less than one
+# index lookup per row (1.35 against 1.75 ms for 1,000 rows here).
+_LATEST_UPDATE_RANGE_PG = _LATEST_UPDATE_PG.rstrip() + " AND l.series_id BETWEEN %b AND %b\n"
+_DENSE = 4  # at most this many ids in the range per row given
+
+
+def _latest_update(rows: Sequence[tuple[int, Any, Any]]) -> tuple[str, list[Any]]:
+    """The UPDATE of latest values for ``rows`` (series_id first) and its parameters."""
+    params: list[Any] = _columns(rows, (0, 1, 2))
+    lo, hi = min(r[0] for r in rows), max(r[0] for r in rows)
+    if hi - lo < _DENSE * len(rows):
+        return _LATEST_UPDATE_RANGE_PG, [*params, Int4(lo), Int4(hi)]
+    return _LATEST_UPDATE_PG, params
+
+
 _LATEST_PG = f"""
 INSERT INTO {LATEST_TABLE} (series_id, ts, value)
 SELECT * FROM unnest(%b::int4[], %b::timestamptz[], %b::float8[]) AS i (series_id, ts, value)
@@ -322,15 +339,20 @@ WHERE {LATEST_TABLE}.ts <= EXCLUDED.ts
 """
 
 
+def _compiled(reads: Sequence[QuerySet[Any, Any]]) -> list[tuple[str, Any]]:
+    """The SQL and parameters of value querysets (Django compiles them here, in Python)."""
+    return [q.query.sql_with_params() for q in reads]
+
+
 def _send_reads(
-    conn: psycopg.Connection[Any], reads: Sequence[QuerySet[Any, Any]]
+    conn: psycopg.Connection[Any], queries: Sequence[tuple[str, Any]]
 ) -> list[psycopg.Cursor[Any]]:
-    """Execute value querysets on a raw connection (in its pipeline, if one is open): one cursor
-    each, to be fetched by the caller. A cursor that failed to send is closed with the others."""
+    """Execute compiled reads (:func:`_compiled`) on a raw connection (in its pipeline, if one is
+    open): one cursor each, to be fetched by the caller. A cursor that failed to send is closed
+    with the others."""
     readers: list[psycopg.Cursor[Any]] = []
     try:
-        for q in reads:
-            sql, params = q.query.sql_with_params()
+        for sql, params in queries:
             readers.append(reader := psycopg.Cursor(conn))
             reader.execute(sql, params)
     except BaseException:
@@ -338,6 +360,38 @@ def _send_reads(
             reader.close()
         raise
     return readers
+
+
+def reads_first(queries: Sequence[tuple[str, Sequence[Any]]]) -> list[list[tuple[Any, ...]]]:
+    """Run raw reads (SQL with ``%s`` placeholders, and their parameters) in the current
+    transaction, returning each one's rows. PostgreSQL sends them together and, as the first
+    statements of a transaction, with its BEGIN (pipeline mode): they cost the round trip the
+    BEGIN costs anyway."""
+    if not queries:
+        return []
+    if not is_postgres() or not psycopg.Pipeline.is_supported():
+        out = []
+        with connection.cursor() as cur:
+            for sql, params in queries:
+                cur.execute(sql, params)
+                out.append(cur.fetchall())
+        return out
+    connection.ensure_connection()
+    pg = connection.connection
+    readers: list[psycopg.Cursor[Any]] = []
+    try:
+        with connection.wrap_database_errors:
+            with pg.pipeline():
+                readers = _send_reads(pg, queries)
+            out = [reader.fetchall() for reader in readers]
+    finally:
+        for reader in readers:
+            reader.close()
+    if connection.queries_logged:  # past Django's cursor: logged by hand, so query counts stay true
+        connection.queries_log.extend(
+            {"sql": sql % tuple(params), "time": "0.000"} for sql, params in queries
+        )
+    return out
 
 
 def latest_upsert(
@@ -364,8 +418,8 @@ def latest_upsert(
         return []
     connection.ensure_connection()
     pg = connection.connection
-    params = _columns(rows, (0, 1, 2)) if rows else []
-    queries = [q.query.sql_with_params() for q in reads]
+    update_sql, update_params = _latest_update(rows) if rows else ("", [])
+    queries = _compiled(reads)
     readers: list[psycopg.Cursor[Any]] = []
     # server-binding cursors (Django's are client-side): the arrays travel in binary
     update = psycopg.Cursor(pg)
@@ -373,12 +427,12 @@ def latest_upsert(
         with connection.wrap_database_errors:
             # a libpq older than 14 has no pipeline mode: the same statements, one trip each
             with pg.pipeline() if psycopg.Pipeline.is_supported() else nullcontext():
-                readers = _send_reads(pg, reads)
+                readers = _send_reads(pg, queries)
                 if rows:
-                    update.execute(_LATEST_UPDATE_PG, params, prepare=True, binary=True)
+                    update.execute(update_sql, update_params, prepare=True, binary=True)
             out = [reader.fetchall() for reader in readers]
             if rows and update.rowcount < len(rows):  # new series (or older samples: no-ops)
-                update.execute(_LATEST_PG, params, prepare=True, binary=True)
+                update.execute(_LATEST_PG, update_params[:3], prepare=True, binary=True)
     finally:
         for used in [*readers, update]:
             used.close()
@@ -443,33 +497,11 @@ class LatestWrite:
 
     def __init__(self, conn: psycopg.Connection[Any], rows: Sequence[tuple[int, dt.datetime, float]]) -> None:
         self.conn, self.rows, self.done = conn, rows, False
-        self.params = _columns(rows, (0, 1, 2))
+        sql, self.params = _latest_update(rows)
+        self.cursor = psycopg.Cursor(conn)
         self.pipeline = conn.pipeline()
         self.pipeline.__enter__()
-        self.cursor = psycopg.Cursor(conn)
-        self.cursor.execute(_LATEST_UPDATE_PG, self.params, prepare=True, binary=True)  # sent, not waited
-        self.readers: list[psycopg.Cursor[Any]] = []
-
-    def read(self, reads: Sequence[QuerySet[Any, Any]]) -> None:
-        """Send ``reads`` behind the UPDATE, in its round trip (:meth:`read_results` collects
-        them). Only for reads of committed rows the UPDATE does not touch: this transaction
-        would see its own new latest values."""
-        try:
-            self.readers = _send_reads(self.conn, reads)
-        except psycopg.Error:  # the caller reads them itself (no readers)
-            log.warning("telemetry: reads on the side connection failed", exc_info=True)
-
-    def read_results(self) -> list[list[tuple[Any, ...]]] | None:
-        """The rows of :meth:`read`'s queries, in order; ``None`` if the side connection failed
-        (the caller reads them itself; :meth:`commit` writes the latest values another way)."""
-        try:
-            return [reader.fetchall() for reader in self.readers]
-        except psycopg.Error:
-            log.warning("telemetry: reads on the side connection failed", exc_info=True)
-            return None
-        finally:
-            for reader in self.readers:
-                reader.close()
+        self.cursor.execute(sql, self.params, prepare=True, binary=True)  # sent, not waited
 
     def commit(self) -> None:
         """Finish the UPDATE, insert the rows of new series, commit. On any database error the
@@ -481,7 +513,7 @@ class LatestWrite:
         try:
             self.pipeline.__exit__(None, None, None)
             if self.cursor.rowcount < len(self.rows):  # new series (their rows committed by now)
-                self.cursor.execute(_LATEST_PG, self.params, prepare=True, binary=True)
+                self.cursor.execute(_LATEST_PG, self.params[:3], prepare=True, binary=True)
             self.conn.commit()
         except psycopg.Error:
             log.warning(
@@ -568,7 +600,7 @@ def reads_aside(reads: Sequence[QuerySet[Any, Any]]) -> Iterator[Callable[[], li
     if pipeline is not None:
         try:
             pipeline.__enter__()
-            readers = _send_reads(conn, reads)  # type: ignore[arg-type]
+            readers = _send_reads(conn, _compiled(reads))  # type: ignore[arg-type]
         except psycopg.Error as exc:
             end(exc)
     collected: list[list[tuple[Any, ...]]] | None = None

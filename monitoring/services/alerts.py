@@ -103,15 +103,30 @@ Pair = tuple[AlertRule, int, SeriesMeta]
 @dataclass
 class SeriesPlan:
     """What evaluating a batch's series needs from the database, as queries a caller may run in
-    one round trip with its own statements (ingest: with the latest-value upsert)."""
+    one round trip with its own statements (ingest: with the latest-value upsert).
+
+    ``state_rows``: the state rows, read by the caller already (:func:`alert_states_between`);
+    ``states`` is then ``None``."""
 
     pairs: list[Pair]
     states: QuerySet[AlertState, Any] | None
     previous: QuerySet[LatestValue, Any] | None
+    state_rows: Sequence[tuple[int, int, int, dt.datetime | None]] | None = None
 
     @property
     def reads(self) -> list[QuerySet[Any, Any]]:
         return [q for q in (self.states, self.previous) if q is not None]
+
+
+_STATES_BETWEEN = "SELECT id, rule_id, series_id, pending_since FROM monitoring_alertstate WHERE series_id BETWEEN %s AND %s"
+
+
+def alert_states_between(lo: int, hi: int) -> tuple[str, list[int]]:
+    """The read of every state row of the series ``lo`` .. ``hi`` (SQL and parameters), for
+    :func:`alerts_plan`'s ``state_rows``: a caller knows a batch's series ids before it knows
+    which of them have rules, and may read this with its first statement. A state row exists only
+    while a condition holds, so the read is small; rows of other rules are never looked up."""
+    return _STATES_BETWEEN, [lo, hi]
 
 
 def alerts_plan(
@@ -119,11 +134,13 @@ def alerts_plan(
     *,
     previous: Mapping[int, tuple[dt.datetime, float]] | None = None,
     rules: Mapping[str, Sequence[AlertRule]] | None = None,
+    state_rows: Sequence[tuple[int, int, int, dt.datetime | None]] | None = None,
 ) -> SeriesPlan:
     """The (rule, series) pairs of the enabled rules, the state rows they may have and the previous
     latest values the stall rules compare with (``previous`` gives those already known). Builds
     the queries without running them; ``rules``: :func:`alert_rules_by_metric` read by the caller
-    (which may read the database), so that this makes no query at all."""
+    (which may read the database), so that this makes no query at all; ``state_rows``: the rows
+    of :func:`alert_states_between` over (at least) these series, read by the caller."""
     index = alert_rules_by_metric() if rules is None else rules
     pairs: list[Pair] = []
     for sid, meta in series.items():
@@ -134,11 +151,15 @@ def alerts_plan(
         return SeriesPlan(pairs, None, None)
     # A state row exists only while a condition holds, so this read is small; an id range (2
     # parameters) instead of a long IN list keeps it cheap.
-    states = AlertState.objects.filter(
-        rule_id__in=sorted({r.id for r, _s, _m in pairs}),
-        series_id__gte=min(series),
-        series_id__lte=max(series),
-    ).values_list("pk", "rule_id", "series_id", "pending_since")
+    states = (
+        AlertState.objects.filter(
+            rule_id__in=sorted({r.id for r, _s, _m in pairs}),
+            series_id__gte=min(series),
+            series_id__lte=max(series),
+        ).values_list("pk", "rule_id", "series_id", "pending_since")
+        if state_rows is None
+        else None
+    )
     stall = sorted(
         {sid for r, sid, _m in pairs if r.kind == AlertRule.Kind.STALL and sid not in (previous or {})}
     )
@@ -147,7 +168,7 @@ def alerts_plan(
         if stall
         else None
     )
-    return SeriesPlan(pairs, states, before)
+    return SeriesPlan(pairs, states, before, state_rows)
 
 
 def alerts_evaluate(
@@ -223,9 +244,12 @@ def _evaluate_series(
     previous: Mapping[int, tuple[dt.datetime, float]],
 ) -> set[int]:
     rows = iter(read)
-    states: dict[tuple[int, int], tuple[int, dt.datetime | None]] = (
-        {(rid, sid): (pk, since) for pk, rid, sid, since in next(rows)} if plan.states is not None else {}
+    state_rows = (
+        plan.state_rows if plan.state_rows is not None else next(rows) if plan.states is not None else ()
     )
+    states: dict[tuple[int, int], tuple[int, dt.datetime | None]] = {
+        (rid, sid): (pk, since) for pk, rid, sid, since in state_rows
+    }
     prev = dict(previous)
     if plan.previous is not None:
         prev.update({sid: (ts, v) for sid, ts, v in next(rows)})

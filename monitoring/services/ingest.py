@@ -410,7 +410,12 @@ def _ingest_atomic(
     nested: bool = False,
     merge: bool = False,
 ) -> IngestReport:
-    from monitoring.services.alerts import alert_rules_by_metric, alerts_evaluate, alerts_plan
+    from monitoring.services.alerts import (
+        alert_rules_by_metric,
+        alert_states_between,
+        alerts_evaluate,
+        alerts_plan,
+    )
 
     report = IngestReport()
     side: storage.LatestWrite | None = None
@@ -433,6 +438,13 @@ def _ingest_atomic(
             values = [it[2] for it in items]
             latest: dict[int, tuple[dt.datetime, float]] = {}
             rules = alert_rules_by_metric()  # before the COPY: it may read the database
+            # the alert states of the batch's series, read with the transaction's BEGIN (in its
+            # round trip): neither the COPY nor the latest values wait for them later
+            state_rows = (
+                storage.reads_first([alert_states_between(min(sids), max(sids))])[0]
+                if rules and sids
+                else None
+            )
             watch: _Watch | None = None
 
             def meanwhile() -> None:
@@ -445,11 +457,7 @@ def _ingest_atomic(
                 if side is not None:
                     transaction.on_commit(side.commit)  # first: before the ingest signal's callback
                 watch = _watch(items, rules)
-                watch.plan = alerts_plan(watch.series, rules=rules)
-                if side is not None and watch.plan.previous is None and watch.plan.reads:
-                    # the alert states ride along with the side UPDATE (it touches none of them);
-                    # previous values for stall rules could not: the side session moves them
-                    side.read(watch.plan.reads)
+                watch.plan = alerts_plan(watch.series, rules=rules, state_rows=state_rows)
 
             if items:
                 stored = _samples_store(
@@ -473,16 +481,14 @@ def _ingest_atomic(
             series, watched, stateful = watch.series, watch.watched, watch.stateful
             events = _store_events([*parsed_events, *_derived_events(stateful)], default_host)
             report.events = len(events)
-            # what the alert rules need is read as of before the latest values move (stall rules
-            # compare with the previous value): in the latest-value upsert's round trip (on the
-            # side connection, or in this transaction), or alone here
-            plan = watch.plan or alerts_plan(series, rules=rules)
-            read = side.read_results() if side is not None and side.readers else None
-            if read is None:
-                read = storage.latest_upsert(
-                    [] if side is not None else [(sid, ts, value) for sid, (ts, value) in latest.items()],
-                    reads=plan.reads,
-                )
+            # the previous values stall rules compare with are read as of before the latest
+            # values move: in the latest-value upsert's round trip (in this transaction), or
+            # alone here while the side connection moves them
+            plan = watch.plan or alerts_plan(series, rules=rules, state_rows=state_rows)
+            read = storage.latest_upsert(
+                [] if side is not None else [(sid, ts, value) for sid, (ts, value) in latest.items()],
+                reads=plan.reads,
+            )
             alert_ids = alerts_evaluate(series, watched, events, now=now, plan=plan, read=read)
             report.alert_ids = sorted(alert_ids)
             node_ids = watch.node_ids | {e.node_id for e in events}

@@ -147,22 +147,22 @@ def test_inside_a_callers_transaction_latest_values_are_written_in_it(inv: Any) 
     assert _latest_elsewhere() == {"temperature_c": 50.0, "power_w": 300.0}
 
 
-def test_alert_states_read_beside_the_side_update_fire_and_resolve(
+def test_alert_states_read_with_the_batchs_begin_fire_and_resolve(
     inv: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from monitoring.models import Alert, AlertRule, AlertState
     from monitoring.services import alerts
 
-    side_reads: list[Any] = []
-    real = storage.LatestWrite.read_results
+    first_reads: list[Any] = []
+    real = storage.reads_first
 
-    def spy(self: storage.LatestWrite) -> Any:
-        side_reads.append(out := real(self))
+    def spy(queries: Any) -> Any:
+        first_reads.append(out := real(queries))
         return out
 
-    monkeypatch.setattr(storage.LatestWrite, "read_results", spy)
+    monkeypatch.setattr(storage, "reads_first", spy)
 
-    # a transactional test starts without the default rules: one of its own, held for 20 s
+    # a rule of its own, held for 20 s
     rule = AlertRule.objects.create(
         name="hot", kind=AlertRule.Kind.THRESHOLD, metric="temperature_c", threshold=85, duration_s=20
     )
@@ -172,17 +172,51 @@ def test_alert_states_read_beside_the_side_update_fire_and_resolve(
     # the condition starts holding: a state row, no alert yet
     telemetry_ingest_samples(_batch(t0, 90.0), now=t0)
     state = AlertState.objects.get(rule=rule)
-    assert state.pending_since == t0 and not Alert.objects.exists()
-    # 20 s later the state (read on the side connection, behind its UPDATE) makes the alert fire
+    assert state.pending_since == t0 and not Alert.objects.filter(rule=rule).exists()
+    assert first_reads[0] == [[]]  # no state row before the first batch
+    # 20 s later the state (read with the batch's first statement) makes the alert fire
     telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=20), 91.0), now=t0)
     alert = Alert.objects.get(rule=rule)
     assert alert.status == Alert.Status.FIRING and alert.started_at == t0
-    assert side_reads and all(r is not None for r in side_reads)  # read on the side connection
+    assert (state.pk, rule.pk, state.series_id, t0) in first_reads[1][0]
     # and a cool reading resolves it and drops the state
     telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=30), 60.0), now=t0)
     alert.refresh_from_db()
-    assert alert.status == Alert.Status.RESOLVED and not AlertState.objects.exists()
+    assert alert.status == Alert.Status.RESOLVED and not AlertState.objects.filter(rule=rule).exists()
     assert _latest_elsewhere()["temperature_c"] == 60.0
+
+
+def test_reads_first_run_in_the_transaction_they_begin(inv: Any) -> None:
+    from django.db import transaction
+    from django.test.utils import CaptureQueriesContext
+
+    node = inv.node("gpu01")
+    sql = "SELECT hostname FROM inventory_node WHERE id = %s"
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        assert storage.reads_first([(sql, [node.pk]), (sql, [-1])]) == [[("gpu01",)], []]
+        # the reads opened the transaction (they went with its BEGIN) and it is still open
+        assert connection.connection.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
+        # later reads in it see its own writes; the reads are counted like Django's own
+        node.__class__.objects.filter(pk=node.pk).update(hostname="gpu01b")
+        assert storage.reads_first([(sql, [node.pk])]) == [[("gpu01b",)]]
+    assert [q["sql"] for q in queries.captured_queries if "inventory_node WHERE id" in q["sql"]] == [
+        f"SELECT hostname FROM inventory_node WHERE id = {node.pk}",
+        "SELECT hostname FROM inventory_node WHERE id = -1",
+        f"SELECT hostname FROM inventory_node WHERE id = {node.pk}",
+    ]
+
+
+def test_reads_first_failing_raise_a_database_error_and_roll_back(inv: Any) -> None:
+    from django.db import DatabaseError, transaction
+
+    node = inv.node("gpu01")
+    with pytest.raises(DatabaseError), transaction.atomic():
+        node.__class__.objects.filter(pk=node.pk).update(hostname="renamed")
+        storage.reads_first([("SELECT no_such_column FROM inventory_node", [])])
+    node.refresh_from_db()
+    assert node.hostname == "gpu01"
+    # the connection is usable afterwards
+    assert storage.reads_first([("SELECT 1", [])]) == [[(1,)]]
 
 
 # -- reads on the side connection (storage.reads_aside: the overview's costliest read) ------------
