@@ -42,6 +42,11 @@ Item = tuple[SeriesKey, dt.datetime, float, SeriesInfo | None]
 # what alert evaluation needs of a series: (metric, card ref, labels, node id, card id)
 SeriesMeta = tuple[str, str, str, int, int | None]
 
+# an Item's fields, and a series info's, taken by map() in C: a batch is passed over many times
+_KEY, _TS, _VALUE, _INFO = (operator.itemgetter(i) for i in range(4))
+_SID, _NODE, _CARD = (operator.itemgetter(i) for i in range(3))
+_METRIC = operator.itemgetter(2)
+
 _series_cache: dict[str, dict[SeriesKey, SeriesInfo]] = {}
 SERIES_CACHE_MAX = 2_000_000
 STATEFUL_METRICS = frozenset({"xid_last", "heartbeat", "link_retrain_total", "link_up"})
@@ -383,7 +388,7 @@ def _ingest(
     parsed_events = list(parsed_events)
     days: list[dt.date] = []
     if items:
-        distinct = {it[1] for it in items}  # a batch usually carries one or a few times
+        distinct = set(map(_TS, items))  # a batch usually carries one or a few times
         lo, hi = min(distinct), max(distinct)
         _check_window(items, lo, hi, now)
         first, last = lo.astimezone(dt.UTC).date(), hi.astimezone(dt.UTC).date()
@@ -421,9 +426,9 @@ def _ingest_atomic(
     side: storage.LatestWrite | None = None
     try:
         with transaction.atomic():
-            missing = {it[0] for it in items if it[3] is None}
+            missing = {it[0] for it in items if it[3] is None} if None in map(_INFO, items) else None
             fresh = _resolve_series(missing, report) if missing else {}
-            if any(it[0][2] in RATE_COUNTERS for it in items):
+            if not RATE_COUNTERS.keys().isdisjoint(map(_METRIC, map(_KEY, items))):
                 derived = _derived_rates(items, fresh)
                 missing = {it[0] for it in derived if it[3] is None} - fresh.keys()
                 if missing:
@@ -431,11 +436,11 @@ def _ingest_atomic(
                 items = [*items, *derived]
             if fresh:
                 items = [it if it[3] is not None else (it[0], it[1], it[2], fresh[it[0]]) for it in items]
-            sids = [it[3][0] for it in items]  # type: ignore[index]  # every item has its series now
-            tss = [it[1] for it in items]
+            sids: list[int] = list(map(_SID, map(_INFO, items)))  # every item has its series now
+            tss: list[dt.datetime] = list(map(_TS, items))
             if len(set(zip(sids, tss, strict=True))) < len(items):
                 items, sids, tss = _first_of_each(items, sids, tss, report)
-            values = [it[2] for it in items]
+            values: list[float] = list(map(_VALUE, items))
             latest: dict[int, tuple[dt.datetime, float]] = {}
             rules = alert_rules_by_metric()  # before the COPY: it may read the database
             # the alert states of the batch's series, read with the transaction's BEGIN (in its
@@ -518,7 +523,7 @@ class _Watch:
 
 
 def _watch(items: Sequence[Item], rules: Mapping[str, Any]) -> _Watch:
-    metrics = {it[0][2] for it in items}
+    metrics = set(map(_METRIC, map(_KEY, items)))
     series: dict[int, SeriesMeta] = {}
     watched: dict[int, list[tuple[dt.datetime, float]]] = {}
     stateful: list[tuple[int, Item]] = []
@@ -532,9 +537,10 @@ def _watch(items: Sequence[Item], rules: Mapping[str, Any]) -> _Watch:
                 series[sid] = (metric, key[1], key[3], info[1], info[2])  # type: ignore[index]
             if metric in STATEFUL_METRICS:
                 stateful.append((info[0], item))  # type: ignore[index]
-    node_ids = {it[3][1] for it in items}  # type: ignore[index]
-    card_ids = {it[3][2] for it in items} - {None}  # type: ignore[index]
-    return _Watch(series, watched, stateful, node_ids, card_ids)  # type: ignore[arg-type]
+    node_ids: set[int] = set(map(_NODE, map(_INFO, items)))
+    card_ids: set[int] = set(map(_CARD, map(_INFO, items)))
+    card_ids.discard(None)  # type: ignore[arg-type]
+    return _Watch(series, watched, stateful, node_ids, card_ids)
 
 
 def _newest(
