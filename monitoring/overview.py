@@ -15,7 +15,6 @@ from django.conf import settings
 from django.db.models import Case, Count, F, FloatField, Max, Q, QuerySet, Sum, When, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
-from django.utils.translation import gettext
 
 from inventory.models import Card, Cluster, Node
 from inventory.power import cluster_power_limits
@@ -78,6 +77,8 @@ class HotCard:
 @dataclass
 class ClusterOverview:
     cluster: Cluster
+    # (Slurm's state, nodes); "" for nodes Slurm never reported (the template names them: one
+    # summary is rendered in every language)
     node_states: list[tuple[str, int]] = field(default_factory=list)
     node_total: int = 0
     gpus_total: int = 0
@@ -90,8 +91,13 @@ class ClusterOverview:
     alerts: list[Alert] = field(default_factory=list)
     jobs_running: int = 0
     jobs_pending: int = 0
-    stale_reason: str = ""
+    stale_error: str = ""  # the last sync's error, for operators
+    stale_since: dt.datetime | None = None  # no successful sync since then
     telemetry_at: dt.datetime | None = None
+
+    @property
+    def is_stale(self) -> bool:
+        return bool(self.stale_error or self.stale_since)
 
     @property
     def power_pct(self) -> int | None:
@@ -128,7 +134,7 @@ def cluster_overview_list(
             _alerts(out, ids)
         _hottest(out, hottest()[0], after)
     for o in out.values():
-        o.stale_reason = cluster_stale_reason(o.cluster, now=now)
+        o.stale_error, o.stale_since = cluster_staleness(o.cluster, now=now)
     return list(out.values())
 
 
@@ -141,7 +147,7 @@ def _counts(out: dict[int, ClusterOverview], ids: list[int]) -> None:
         .order_by("cluster_id", "slurm_state")
     ):
         # never reported by Slurm: login, storage, switch and head nodes outside its partitions
-        out[cid].node_states.append((state or gettext("outside Slurm"), n))
+        out[cid].node_states.append((state, n))
         out[cid].node_total += n
     for cid, total, alloc in (
         NodeState.objects.filter(node__cluster_id__in=ids)
@@ -161,16 +167,17 @@ def _counts(out: dict[int, ClusterOverview], ids: list[int]) -> None:
             out[cid].jobs_pending = n
 
 
-def cluster_stale_reason(cluster: Cluster, *, now: dt.datetime) -> str:
+def cluster_staleness(cluster: Cluster, *, now: dt.datetime) -> tuple[str, dt.datetime | None]:
+    """Why the cluster's Slurm data is stale: the last sync's error, or since when no sync has
+    succeeded (after three sync intervals, at least a minute); ("", None) when it is fresh."""
     if cluster.last_sync_error:
-        return cluster.last_sync_error
+        return cluster.last_sync_error, None
     if cluster.last_sync_ok_at is None:
-        return ""
+        return "", None
     limit = 3 * getattr(settings, "PORTAL_SYNC_INTERVAL", 15)
     if now - cluster.last_sync_ok_at > dt.timedelta(seconds=max(limit, 60)):
-        when = cluster.last_sync_ok_at.strftime("%Y-%m-%d %H:%M:%S")
-        return gettext("no successful sync since %(when)s") % {"when": when}
-    return ""
+        return "", cluster.last_sync_ok_at
+    return "", None
 
 
 # The freshness test sits in the aggregates' FILTER and in the window's ordering, never in the

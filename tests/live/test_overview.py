@@ -143,3 +143,29 @@ def test_a_node_slurm_marks_down_has_no_hottest_cards(state: str) -> None:
     ):  # ("downloading": not a state; the regex is anchored)
         cards[0].node.__class__.objects.filter(pk=cards[0].node_id).update(slurm_state=shown)
         assert len(cluster_overview_list()[0].hottest) == 2 and not slurm_unreachable(shown)
+
+
+def test_the_overview_speaks_each_language_of_its_variants() -> None:
+    """One summary is read for every variant: what it says about nodes outside Slurm and a stale
+    sync is worded by the template, in the variant's language (it was English in every one)."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from inventory.models import Cluster, Node
+    from monitoring.live import overview_html, overview_variant
+
+    cluster = Cluster.objects.create(name="quiet", last_sync_ok_at=timezone.now() - dt.timedelta(hours=2))
+    Node.objects.create(hostname="login01", cluster=cluster, slurm_state="")
+    Node.objects.create(hostname="gpu01", cluster=cluster, slurm_state="idle")
+
+    html = overview_html([cluster.pk])
+
+    for with_alerts in (True, False):
+        en, zh = html[overview_variant(with_alerts, "en")], html[overview_variant(with_alerts, "zh-hans")]
+        assert "outside Slurm" in en and "no successful sync since" in en
+        assert "不在 Slurm 中" in zh and "以来没有成功同步" in zh
+        assert "outside Slurm" not in zh and "no successful sync" not in zh
+        for frame in (en, zh):
+            assert 'class="nstate nstate-outside-slurm"' in frame and 'class="nstate nstate-idle"' in frame
+            assert "is-stale" in frame
