@@ -11,6 +11,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import math
+import operator
 import time
 import urllib.request
 from collections import defaultdict
@@ -232,7 +234,12 @@ def _could_hold(rule: AlertRule, pts: Sequence[tuple[dt.datetime, float]], limit
     previous value; a limit relative to the PSUs: always, it needs the budget)."""
     if rule.kind != AlertRule.Kind.THRESHOLD or limit is None:
         return True
-    return any(_holds(rule, v, limit) for _ts, v in pts)
+    if rule.op == AlertRule.Op.GT:  # the extreme point decides (map and max in C: a batch has many pairs)
+        return max(map(_POINT_VALUE, pts), default=-math.inf) > limit
+    return min(map(_POINT_VALUE, pts), default=math.inf) < limit
+
+
+_POINT_VALUE = operator.itemgetter(1)
 
 
 def _evaluate_series(

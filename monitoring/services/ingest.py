@@ -114,10 +114,21 @@ def card_ref_normalise(raw: str | None) -> str:
     """GPU/MIG UUIDs kept as they are; PCI addresses normalised to ``0000:3b:00.0``."""
     if not raw:
         return ""
-    raw = raw.strip()
-    if raw[:4].upper() in ("GPU-", "MIG-"):
-        return raw
-    return normalize_bus_id(raw) or raw[:64]
+    known = _refs.get(raw)
+    if known is not None:
+        return known
+    ref = raw.strip()
+    if ref[:4].upper() not in ("GPU-", "MIG-"):
+        ref = normalize_bus_id(ref) or ref[:64]
+    if len(_refs) >= REFS_MAX:  # the cards of a cluster: a bound, not an eviction policy
+        _refs.clear()
+    _refs[raw] = ref
+    return ref
+
+
+# raw card ids as the tools print them -> card_ref_normalise's result (every batch names the same)
+_refs: dict[str, str] = {}
+REFS_MAX = 200_000
 
 
 def series_cache_clear() -> None:
@@ -438,7 +449,8 @@ def _ingest_atomic(
                 items = [it if it[3] is not None else (it[0], it[1], it[2], fresh[it[0]]) for it in items]
             sids: list[int] = list(map(_SID, map(_INFO, items)))  # every item has its series now
             tss: list[dt.datetime] = list(map(_TS, items))
-            if len(set(zip(sids, tss, strict=True))) < len(items):
+            # one sample per (series, ts); a batch of one time repeats none when its series don't
+            if len(set(sids) if len(set(tss)) == 1 else set(zip(sids, tss, strict=True))) < len(items):
                 items, sids, tss = _first_of_each(items, sids, tss, report)
             values: list[float] = list(map(_VALUE, items))
             latest: dict[int, tuple[dt.datetime, float]] = {}

@@ -57,6 +57,21 @@ def test_repeats_within_a_batch_are_stored_once_the_first_wins(inv: Any) -> None
     assert LatestValue.objects.get(series__metric="power_w").value == 310.0
 
 
+def test_repeats_within_a_batch_of_one_time_are_stored_once(inv: Any) -> None:
+    # given a batch of one time (a tool's output) that names one series twice
+    inv.node("gpu01")
+    now = timezone.now().replace(microsecond=0)
+    batch = [
+        _s("gpu01", "power_w", 300, now, H100_UUIDS[0]),
+        _s("gpu01", "power_w", 301, now, H100_UUIDS[1]),
+        _s("gpu01", "power_w", 999, now, H100_UUIDS[0]),
+    ]
+    report = telemetry_ingest_samples(batch, now=now)
+    # then the repeat is dropped: the first wins
+    assert (report.stored, report.duplicates) == (2, 1)
+    assert _values() == [("power_w", 300.0), ("power_w", 301.0)]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_resent_batch_is_merged_the_stored_samples_stay(inv: Any) -> None:
     # given a batch stored and committed (an agent whose request timed out after the commit)
