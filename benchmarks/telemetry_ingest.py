@@ -251,6 +251,7 @@ class Bench:
         from monitoring.models import Series
 
         self.args = args
+        self.cpu: dict[str, list[float]] = {}
         t = time.perf_counter()
         self.targets = build_inventory(args.nodes)
         print(f"inventory: {args.nodes} nodes x 8 cards in {time.perf_counter() - t:.1f}s")
@@ -368,13 +369,17 @@ class Bench:
         ]
         spent = {name: 0.0 for name, _c, _r in paths}
         stored = {name: 0 for name, _c, _r in paths}
+        cpu = {name: [0.0, 0.0, 0.0] for name, _c, _r in paths}
         with inputs_frozen():
             for i in range(max(len(chunks) for _n, chunks, _r in paths)):
                 for name, chunks, run in paths[i % 3 :] + paths[: i % 3]:
                     if i < len(chunks):
+                        before = _cpu_now()
                         t = time.perf_counter()
                         stored[name] += run(chunks[i])
                         spent[name] += time.perf_counter() - t
+                        cpu[name] = [a + b - c for a, b, c in zip(cpu[name], _cpu_now(), before, strict=True)]
+        self.cpu = {name: [c / stored[name] * batch for c in cpu[name]] for name in cpu}
         return {name: stored[name] / spent[name] for name in spent}
 
     def partition_rows(self) -> int:
@@ -409,6 +414,28 @@ class Bench:
             f"\ngrew the day's partition to {self.partition_rows():,} rows "
             f"({ticks} ticks of {per_tick:,} series) in {time.perf_counter() - t:.0f}s"
         )
+
+
+def _cpu_now() -> tuple[float, float, float]:
+    """CPU seconds so far of this thread, of Django's connection's server process and of the side
+    connection's (the latest-value UPDATE): read from /proc when the server runs on this machine,
+    else zeros for the servers."""
+    from django.db import connection
+
+    from monitoring import storage
+
+    connection.ensure_connection()
+    side = storage._side_connection()
+    pids = [connection.connection.info.backend_pid, side.info.backend_pid if side is not None else 0]
+    return (time.thread_time(), *(_proc_cpu(pid) for pid in pids))  # type: ignore[return-value]
+
+
+def _proc_cpu(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 def _chunks(items: list[Any], size: int) -> list[Any]:
@@ -492,6 +519,16 @@ def interleaved(bench: Bench, minutes: float, args: argparse.Namespace, n: int) 
         f"  vs raw COPY in {args.batch}-row batches, interleaved: service {f['service'] / f['raw_small']:.0%}, "
         f"endpoint {f['endpoint'] / f['raw_small']:.0%}"
     )
+    # where each path's time goes: on two cores the three processes of a service batch share them
+    parts = ", ".join(
+        f"{label} {py * 1e3:.2f} + {main * 1e3:.2f} + {side * 1e3:.2f} ms"
+        for label, (py, main, side) in (
+            ("raw COPY", bench.cpu["raw_small"]),
+            ("service", bench.cpu["service"]),
+            ("endpoint", bench.cpu["endpoint"]),
+        )
+    )
+    print(f"  CPU per {args.batch} samples (this process + its server process + the side one): {parts}")
 
 
 def series_query(bench: Bench, rows_wanted: int) -> None:
