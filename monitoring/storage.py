@@ -372,22 +372,17 @@ def _send_reads(
     return readers
 
 
-def reads_first(queries: Sequence[tuple[str, Sequence[Any]]]) -> list[list[tuple[Any, ...]]]:
-    """Run raw reads (SQL with ``%s`` placeholders, and their parameters) in the current
-    transaction, returning each one's rows. PostgreSQL sends them together and, as the first
-    statements of a transaction, with its BEGIN (pipeline mode): they cost the round trip the
-    BEGIN costs anyway."""
-    if not queries:
+def reads_first(reads: Sequence[QuerySet[Any, Any]]) -> list[list[tuple[Any, ...]]]:
+    """Run value querysets (``values_list``, not flat) in the current transaction, returning each
+    one's rows (tuples). PostgreSQL sends them together and, as the first statements of a
+    transaction, with its BEGIN (pipeline mode): they cost the round trip the BEGIN costs anyway."""
+    if not reads:
         return []
     if not is_postgres() or not psycopg.Pipeline.is_supported():
-        out = []
-        with connection.cursor() as cur:
-            for sql, params in queries:
-                cur.execute(sql, params)
-                out.append(cur.fetchall())
-        return out
+        return [list(q) for q in reads]
     connection.ensure_connection()
     pg = connection.connection
+    queries = _compiled(reads)
     readers: list[psycopg.Cursor[Any]] = []
     try:
         with connection.wrap_database_errors:

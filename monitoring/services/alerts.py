@@ -120,15 +120,14 @@ class SeriesPlan:
         return [q for q in (self.states, self.previous) if q is not None]
 
 
-_STATES_BETWEEN = "SELECT id, rule_id, series_id, pending_since FROM monitoring_alertstate WHERE series_id BETWEEN %s AND %s"
-
-
-def alert_states_between(lo: int, hi: int) -> tuple[str, list[int]]:
-    """The read of every state row of the series ``lo`` .. ``hi`` (SQL and parameters), for
+def alert_states_between(lo: int, hi: int) -> QuerySet[AlertState, tuple[Any, ...]]:
+    """Every state row of the series ``lo`` .. ``hi`` (pk, rule, series, pending since), for
     :func:`alerts_plan`'s ``state_rows``: a caller knows a batch's series ids before it knows
     which of them have rules, and may read this with its first statement. A state row exists only
     while a condition holds, so the read is small; rows of other rules are never looked up."""
-    return _STATES_BETWEEN, [lo, hi]
+    return AlertState.objects.filter(series_id__gte=lo, series_id__lte=hi).values_list(
+        "pk", "rule_id", "series_id", "pending_since"
+    )
 
 
 def alerts_plan(

@@ -190,33 +190,43 @@ def test_reads_first_run_in_the_transaction_they_begin(inv: Any) -> None:
     from django.db import transaction
     from django.test.utils import CaptureQueriesContext
 
+    from inventory.models import Node
+
     node = inv.node("gpu01")
-    sql = "SELECT hostname FROM inventory_node WHERE id = %s"
+
+    def name_of(pk: int) -> Any:
+        return Node.objects.filter(pk=pk).values_list("hostname")
+
     with transaction.atomic(), CaptureQueriesContext(connection) as queries:
-        assert storage.reads_first([(sql, [node.pk]), (sql, [-1])]) == [[("gpu01",)], []]
+        assert storage.reads_first([name_of(node.pk), name_of(-1)]) == [[("gpu01",)], []]
         # the reads opened the transaction (they went with its BEGIN) and it is still open
         assert connection.connection.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS
         # later reads in it see its own writes; the reads are counted like Django's own
-        node.__class__.objects.filter(pk=node.pk).update(hostname="gpu01b")
-        assert storage.reads_first([(sql, [node.pk])]) == [[("gpu01b",)]]
-    assert [q["sql"] for q in queries.captured_queries if "inventory_node WHERE id" in q["sql"]] == [
-        f"SELECT hostname FROM inventory_node WHERE id = {node.pk}",
-        "SELECT hostname FROM inventory_node WHERE id = -1",
-        f"SELECT hostname FROM inventory_node WHERE id = {node.pk}",
+        Node.objects.filter(pk=node.pk).update(hostname="gpu01b")
+        assert storage.reads_first([name_of(node.pk)]) == [[("gpu01b",)]]
+    read = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith('SELECT "inventory_node"."hostname"')
     ]
+    assert len(read) == 3 and f'"id" = {node.pk} ' in read[0] and '"id" = -1 ' in read[1]
 
 
 def test_reads_first_failing_raise_a_database_error_and_roll_back(inv: Any) -> None:
     from django.db import DatabaseError, transaction
+    from django.db.models.expressions import RawSQL
+
+    from inventory.models import Node
 
     node = inv.node("gpu01")
+    broken = Node.objects.annotate(x=RawSQL("no_such_column", [])).values_list("x")
     with pytest.raises(DatabaseError), transaction.atomic():
-        node.__class__.objects.filter(pk=node.pk).update(hostname="renamed")
-        storage.reads_first([("SELECT no_such_column FROM inventory_node", [])])
+        Node.objects.filter(pk=node.pk).update(hostname="renamed")
+        storage.reads_first([broken])
     node.refresh_from_db()
     assert node.hostname == "gpu01"
     # the connection is usable afterwards
-    assert storage.reads_first([("SELECT 1", [])]) == [[(1,)]]
+    assert storage.reads_first([Node.objects.values_list("hostname")]) == [[("gpu01",)]]
 
 
 # -- reads on the side connection (storage.reads_aside: the overview's costliest read) ------------
