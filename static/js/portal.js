@@ -11,6 +11,22 @@
     if (t && t.matches && t.matches("select[data-autosubmit]") && t.form) t.form.submit();
   });
 
+  // <details class="menu"> in the top bar: one open at a time; a click elsewhere or Escape closes
+  // it (Escape hands the focus back to its summary).
+  document.addEventListener("click", function (e) {
+    document.querySelectorAll("details.menu[open]").forEach(function (menu) {
+      if (!menu.contains(e.target)) menu.removeAttribute("open");
+    });
+  });
+  document.addEventListener("keydown", function (e) {
+    if (e.key !== "Escape") return;
+    document.querySelectorAll("details.menu[open]").forEach(function (menu) {
+      var inside = menu.contains(document.activeElement);
+      menu.removeAttribute("open");
+      if (inside) menu.querySelector("summary").focus();
+    });
+  });
+
   // <input type="checkbox" data-select-all="CSS selector">: (un)check every box it names.
   document.addEventListener("click", function (e) {
     var t = e.target;

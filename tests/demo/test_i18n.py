@@ -57,3 +57,35 @@ def test_every_message_is_translated_and_the_committed_mo_matches_the_po(tmp_pat
     subprocess.run(["msgfmt", "--check", "-o", str(fresh), str(PO)], check=True, capture_output=True)
     with fresh.open("rb") as a, PO.with_suffix(".mo").open("rb") as b:
         assert gettext.GNUTranslations(b)._catalog == gettext.GNUTranslations(a)._catalog
+
+
+@pytest.mark.parametrize(
+    ("role", "menus", "absent"),
+    [
+        ("admin", ["Operations", "Inventory", "Monitoring"], []),
+        ("operator", ["Operations", "Inventory", "Monitoring"], []),
+        ("researcher", ["Inventory"], ["/jobs/nodes/", "/audit/"]),
+    ],
+)
+def test_the_top_bar_groups_what_each_role_may_open(client, make_user, role, menus, absent):
+    """The top bar fits one line: operations and monitoring set-up are menus, shown to the roles
+    that may open something in them, in the page's language."""
+    import re
+
+    from django.urls import reverse
+
+    client.force_login(make_user("u", role))
+    html = client.get("/jobs/").content.decode()
+    nav = html[html.index("<nav") : html.index("</nav>")]
+    assert re.findall(r"<summary>([^<]+)</summary>", nav) == menus
+    if role == "admin":
+        ops = nav[nav.index("<summary>Operations</summary>") :]
+        assert reverse("jobs:node_ops") in ops[: ops.index("</details>")]
+        assert reverse("audit_list") in ops[: ops.index("</details>")]
+    for url in absent:
+        assert url not in nav
+    zh = client.get("/jobs/", HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    if "Operations" in menus:
+        assert "<summary>运维</summary>" in zh
+    if "Monitoring" in menus:
+        assert "<summary>监控</summary>" in zh
