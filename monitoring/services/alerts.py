@@ -130,6 +130,27 @@ def alert_states_between(lo: int, hi: int) -> QuerySet[AlertState, tuple[Any, ..
     )
 
 
+def alert_quiet_bands(rules: Mapping[str, Sequence[AlertRule]]) -> tuple[dict[str, float], dict[str, float]]:
+    """The values at which none of a metric's enabled rules can hold, whatever a series' scope:
+    (lowest, highest) by metric, inclusive. A point there, of a series with no state row, leaves
+    nothing to evaluate (the quiet majority). Rules that need every point (stall rules compare
+    with the previous value; a limit relative to the PSUs needs the budget) make the band empty."""
+    lowest: dict[str, float] = {}
+    highest: dict[str, float] = {}
+    for metric, of_metric in rules.items():
+        lo, hi = -math.inf, math.inf
+        for rule in of_metric:
+            if rule.kind != AlertRule.Kind.THRESHOLD or rule.relative_to:
+                lo, hi = math.inf, -math.inf
+                break
+            if rule.op == AlertRule.Op.GT:  # holds above the threshold
+                hi = min(hi, rule.threshold)
+            else:  # holds below it
+                lo = max(lo, rule.threshold)
+        lowest[metric], highest[metric] = lo, hi
+    return lowest, highest
+
+
 def alerts_plan(
     series: Mapping[int, SeriesMeta],
     *,

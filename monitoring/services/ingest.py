@@ -15,6 +15,7 @@ import math
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
 from django.conf import settings
@@ -473,7 +474,7 @@ def _ingest_atomic(
                 side = storage.latest_begin([(sid, ts, value) for sid, (ts, value) in latest.items()])
                 if side is not None:
                     transaction.on_commit(side.commit)  # first: before the ingest signal's callback
-                watch = _watch(items, rules)
+                watch = _watch(items, rules, state_rows)
                 watch.plan = alerts_plan(watch.series, rules=rules, state_rows=state_rows)
 
             if items:
@@ -494,7 +495,7 @@ def _ingest_atomic(
             if side is None and not latest:
                 latest = _newest(sids, tss, values)
             if watch is None:
-                watch = _watch(items, rules)
+                watch = _watch(items, rules, state_rows)
             series, watched, stateful = watch.series, watch.watched, watch.stateful
             events = _store_events([*parsed_events, *_derived_events(stateful)], default_host)
             report.events = len(events)
@@ -534,21 +535,42 @@ class _Watch:
     plan: Any = None  # alerts.SeriesPlan of ``series``
 
 
-def _watch(items: Sequence[Item], rules: Mapping[str, Any]) -> _Watch:
-    metrics = set(map(_METRIC, map(_KEY, items)))
+def _watch(
+    items: Sequence[Item],
+    rules: Mapping[str, Sequence[Any]],
+    state_rows: Sequence[tuple[int, int, int, Any]] | None = None,
+) -> _Watch:
+    """The batch's series that alert evaluation must see: those with a state row (a condition
+    holds, or an alert is open), and those with a point outside the quiet band of their metric's
+    rules (alerts.alert_quiet_bands); found with maps in C, so that a quiet batch costs no Python
+    per sample. Every point of a kept series is kept (a quiet one ends what a louder one began)."""
+    from monitoring.services.alerts import alert_quiet_bands
+
+    metrics = list(map(_METRIC, map(_KEY, items)))
+    distinct = set(metrics)
     series: dict[int, SeriesMeta] = {}
     watched: dict[int, list[tuple[dt.datetime, float]]] = {}
     stateful: list[tuple[int, Item]] = []
-    if not metrics.isdisjoint(rules) or not metrics.isdisjoint(STATEFUL_METRICS):
-        for item in items:
-            key, ts, value, info = item
-            metric = key[2]
-            if metric in rules:
+    if not distinct.isdisjoint(rules):
+        lowest, highest = alert_quiet_bands(rules)
+        for metric in distinct - lowest.keys():  # metrics without rules: always quiet
+            lowest[metric], highest[metric] = -math.inf, math.inf
+        values = list(map(_VALUE, items))
+        quiet = map(
+            operator.and_,
+            map(operator.le, map(lowest.__getitem__, metrics), values),
+            map(operator.le, values, map(highest.__getitem__, metrics)),
+        )
+        sids = list(map(_SID, map(_INFO, items)))
+        keep = set(compress(sids, map(operator.not_, quiet))) | {row[2] for row in state_rows or ()}
+        if keep:
+            for item in compress(items, map(keep.__contains__, sids)):
+                key, ts, value, info = item
                 sid = info[0]  # type: ignore[index]
                 watched.setdefault(sid, []).append((ts, value))
-                series[sid] = (metric, key[1], key[3], info[1], info[2])  # type: ignore[index]
-            if metric in STATEFUL_METRICS:
-                stateful.append((info[0], item))  # type: ignore[index]
+                series[sid] = (key[2], key[1], key[3], info[1], info[2])  # type: ignore[index]
+    if not distinct.isdisjoint(STATEFUL_METRICS):
+        stateful = [(it[3][0], it) for it in items if it[0][2] in STATEFUL_METRICS]  # type: ignore[index]
     node_ids: set[int] = set(map(_NODE, map(_INFO, items)))
     card_ids: set[int] = set(map(_CARD, map(_INFO, items)))
     card_ids.discard(None)  # type: ignore[arg-type]

@@ -324,3 +324,51 @@ def test_a_warm_batch_of_cool_cards_reads_no_rules_and_no_alerts(
     for table in ("monitoring_alertrule", '"monitoring_alert"', "monitoring_series", "inventory_node"):
         assert table not in sql
     assert LatestValue.objects.filter(value=41).count() == 20
+
+
+def test_quiet_bands_are_where_no_rule_of_the_metric_can_hold() -> None:
+    from monitoring.services.alerts import alert_quiet_bands
+
+    def rule(**kw: Any) -> AlertRule:
+        return AlertRule(name="r", kind=kw.pop("kind", AlertRule.Kind.THRESHOLD), **kw)
+
+    lowest, highest = alert_quiet_bands(
+        {
+            "temperature_c": [rule(op="gt", threshold=85), rule(op="gt", threshold=95, scope="node")],
+            "disk_iops": [rule(op="lt", threshold=1000), rule(op="gt", threshold=90_000)],
+            "heartbeat": [rule(kind=AlertRule.Kind.STALL, threshold=0)],
+            "power_w": [rule(op="gt", threshold=90, relative_to=AlertRule.Relative.PSU_CAPACITY)],
+        }
+    )
+    # the tightest limit of either scope bounds the band; a stall or relative rule empties it
+    assert (lowest["temperature_c"], highest["temperature_c"]) == (float("-inf"), 85)
+    assert (lowest["disk_iops"], highest["disk_iops"]) == (1000, 90_000)
+    for metric in ("heartbeat", "power_w"):
+        assert lowest[metric] > highest[metric]
+
+
+def test_a_batch_with_a_hot_and_a_cool_point_of_one_card_is_evaluated_in_order(inv: Any) -> None:
+    # given a card at 90 °C and then at 60 °C in one batch (a tool's backlog sent at once)
+    inv.node("gpu01")
+    rule = AlertRule.objects.get(name="GPU temperature above 85 °C")
+    base = {"node": "gpu01", "card": H100_UUIDS[0], "metric": "temperature_c"}
+    services.telemetry_ingest_samples(
+        [
+            {**base, "ts": T0.isoformat(), "value": 90},
+            {**base, "ts": (T0 + dt.timedelta(seconds=30)).isoformat(), "value": 60},
+            {
+                "node": "gpu01",
+                "card": H100_UUIDS[1],
+                "metric": "temperature_c",
+                "ts": T0.isoformat(),
+                "value": 50,
+            },
+        ]
+    )
+    # then the cool point ended what the hot one began: no state row is left
+    assert not AlertState.objects.filter(rule=rule).exists()
+    # and a later hot batch starts pending again; a quiet batch while pending keeps nothing
+    _push("gpu01", "temperature_c", 91, 60)
+    assert AlertState.objects.get(rule=rule).pending_since == T0 + dt.timedelta(seconds=60)
+    _push("gpu01", "temperature_c", 40, 70)
+    assert not AlertState.objects.filter(rule=rule).exists() and not Alert.objects.exists()
