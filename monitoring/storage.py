@@ -372,6 +372,15 @@ def _send_reads(
     return readers
 
 
+def _logged(queries: Sequence[tuple[str, Any]]) -> None:
+    """Reads sent past Django's cursor, logged by hand where Django logs queries (so that query
+    counts in tests and the debug toolbar stay true)."""
+    if connection.queries_logged:
+        connection.queries_log.extend(
+            {"sql": sql % tuple(params), "time": "0.000"} for sql, params in queries
+        )
+
+
 def reads_first(reads: Sequence[QuerySet[Any, Any]]) -> list[list[tuple[Any, ...]]]:
     """Run value querysets (``values_list``, not flat) in the current transaction, returning each
     one's rows (tuples). PostgreSQL sends them together and, as the first statements of a
@@ -392,10 +401,7 @@ def reads_first(reads: Sequence[QuerySet[Any, Any]]) -> list[list[tuple[Any, ...
     finally:
         for reader in readers:
             reader.close()
-    if connection.queries_logged:  # past Django's cursor: logged by hand, so query counts stay true
-        connection.queries_log.extend(
-            {"sql": sql % tuple(params), "time": "0.000"} for sql, params in queries
-        )
+    _logged(queries)
     return out
 
 
@@ -441,10 +447,7 @@ def latest_upsert(
     finally:
         for used in [*readers, update]:
             used.close()
-    if connection.queries_logged:  # past Django's cursor: logged by hand, so query counts stay true
-        connection.queries_log.extend(
-            {"sql": sql % tuple(qparams), "time": "0.000"} for sql, qparams in queries
-        )
+    _logged(queries)
     return out
 
 
