@@ -104,20 +104,17 @@ Pair = tuple[AlertRule, int, SeriesMeta]
 
 @dataclass
 class SeriesPlan:
-    """What evaluating a batch's series needs from the database, as queries a caller may run in
-    one round trip with its own statements (ingest: with the latest-value upsert).
-
-    ``state_rows``: the state rows, read by the caller already (:func:`alert_states_between`);
-    ``states`` is then ``None``."""
+    """What evaluating a batch's series needs from the database: its state rows (read already)
+    and the previous values of its stall rules, as a query a caller may run in one round trip
+    with its own statements (ingest: with the latest-value upsert)."""
 
     pairs: list[Pair]
-    states: QuerySet[AlertState, Any] | None
+    state_rows: Sequence[tuple[int, int, int, dt.datetime | None]]
     previous: QuerySet[LatestValue, Any] | None
-    state_rows: Sequence[tuple[int, int, int, dt.datetime | None]] | None = None
 
     @property
     def reads(self) -> list[QuerySet[Any, Any]]:
-        return [q for q in (self.states, self.previous) if q is not None]
+        return [self.previous] if self.previous is not None else []
 
 
 def alert_states_between(lo: int, hi: int) -> QuerySet[AlertState, tuple[Any, ...]]:
@@ -158,11 +155,11 @@ def alerts_plan(
     rules: Mapping[str, Sequence[AlertRule]] | None = None,
     state_rows: Sequence[tuple[int, int, int, dt.datetime | None]] | None = None,
 ) -> SeriesPlan:
-    """The (rule, series) pairs of the enabled rules, the state rows they may have and the previous
-    latest values the stall rules compare with (``previous`` gives those already known). Builds
-    the queries without running them; ``rules``: :func:`alert_rules_by_metric` read by the caller
-    (which may read the database), so that this makes no query at all; ``state_rows``: the rows
-    of :func:`alert_states_between` over (at least) these series, read by the caller."""
+    """The (rule, series) pairs of the enabled rules, the state rows they may have and the query of
+    the previous latest values the stall rules compare with (``previous`` gives those already
+    known), not run. ``rules``: :func:`alert_rules_by_metric` and ``state_rows``: the rows of
+    :func:`alert_states_between` over (at least) these series, both read by the caller (which
+    may read the database), so that this makes no query at all; without them it reads them."""
     index = alert_rules_by_metric() if rules is None else rules
     pairs: list[Pair] = []
     for sid, meta in series.items():
@@ -170,18 +167,9 @@ def alerts_plan(
             if (rule.scope == AlertRule.Scope.CARD) == bool(meta[1]):
                 pairs.append((rule, sid, meta))
     if not pairs:
-        return SeriesPlan(pairs, None, None)
-    # A state row exists only while a condition holds, so this read is small; an id range (2
-    # parameters) instead of a long IN list keeps it cheap.
-    states = (
-        AlertState.objects.filter(
-            rule_id__in=sorted({r.id for r, _s, _m in pairs}),
-            series_id__gte=min(series),
-            series_id__lte=max(series),
-        ).values_list("pk", "rule_id", "series_id", "pending_since")
-        if state_rows is None
-        else None
-    )
+        return SeriesPlan(pairs, (), None)
+    if state_rows is None:
+        state_rows = list(alert_states_between(min(series), max(series)))
     stall = sorted(
         {sid for r, sid, _m in pairs if r.kind == AlertRule.Kind.STALL and sid not in (previous or {})}
     )
@@ -190,7 +178,7 @@ def alerts_plan(
         if stall
         else None
     )
-    return SeriesPlan(pairs, states, before, state_rows)
+    return SeriesPlan(pairs, state_rows, before)
 
 
 def alerts_evaluate(
@@ -271,11 +259,8 @@ def _evaluate_series(
     previous: Mapping[int, tuple[dt.datetime, float]],
 ) -> set[int]:
     rows = iter(read)
-    state_rows = (
-        plan.state_rows if plan.state_rows is not None else next(rows) if plan.states is not None else ()
-    )
     states: dict[tuple[int, int], tuple[int, dt.datetime | None]] = {
-        (rid, sid): (pk, since) for pk, rid, sid, since in state_rows
+        (rid, sid): (pk, since) for pk, rid, sid, since in plan.state_rows
     }
     prev = dict(previous)
     if plan.previous is not None:

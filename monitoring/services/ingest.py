@@ -474,7 +474,7 @@ def _ingest_atomic(
                 side = storage.latest_begin([(sid, ts, value) for sid, (ts, value) in latest.items()])
                 if side is not None:
                     transaction.on_commit(side.commit)  # first: before the ingest signal's callback
-                watch = _watch(items, rules, state_rows)
+                watch = _watch(items, sids, values, rules, state_rows)
                 watch.plan = alerts_plan(watch.series, rules=rules, state_rows=state_rows)
 
             if items:
@@ -495,7 +495,7 @@ def _ingest_atomic(
             if side is None and not latest:
                 latest = _newest(sids, tss, values)
             if watch is None:
-                watch = _watch(items, rules, state_rows)
+                watch = _watch(items, sids, values, rules, state_rows)
             series, watched, stateful = watch.series, watch.watched, watch.stateful
             events = _store_events([*parsed_events, *_derived_events(stateful)], default_host)
             report.events = len(events)
@@ -537,13 +537,16 @@ class _Watch:
 
 def _watch(
     items: Sequence[Item],
+    sids: Sequence[int],
+    values: Sequence[float],
     rules: Mapping[str, Sequence[Any]],
     state_rows: Sequence[tuple[int, int, int, Any]] | None = None,
 ) -> _Watch:
     """The batch's series that alert evaluation must see: those with a state row (a condition
     holds, or an alert is open), and those with a point outside the quiet band of their metric's
     rules (alerts.alert_quiet_bands); found with maps in C, so that a quiet batch costs no Python
-    per sample. Every point of a kept series is kept (a quiet one ends what a louder one began)."""
+    per sample. Every point of a kept series is kept (a quiet one ends what a louder one began).
+    ``sids`` and ``values``: the items' series ids and values, in order."""
     from monitoring.services.alerts import alert_quiet_bands
 
     metrics = list(map(_METRIC, map(_KEY, items)))
@@ -555,13 +558,11 @@ def _watch(
         lowest, highest = alert_quiet_bands(rules)
         for metric in distinct - lowest.keys():  # metrics without rules: always quiet
             lowest[metric], highest[metric] = -math.inf, math.inf
-        values = list(map(_VALUE, items))
         quiet = map(
             operator.and_,
             map(operator.le, map(lowest.__getitem__, metrics), values),
             map(operator.le, values, map(highest.__getitem__, metrics)),
         )
-        sids = list(map(_SID, map(_INFO, items)))
         keep = set(compress(sids, map(operator.not_, quiet))) | {row[2] for row in state_rows or ()}
         if keep:
             for item in compress(items, map(keep.__contains__, sids)):
