@@ -22,7 +22,8 @@ The line to read is "vs raw COPY in <batch>-row batches, interleaved": after eac
 service and endpoint again, taking turns of --turn batches over the same ticks, so that each sees
 the same load of a shared machine (the separate figures before it compare paths measured minutes
 apart, which a busy neighbour can skew either way). --profile FILE writes a cProfile of
-the service phase (pstats) and prints its top functions.
+the service phase (pstats) and prints its top functions; --without-latest adds an interleaved round
+with the latest-value write left out (a diagnostic: what that write costs the service).
 """
 
 from __future__ import annotations
@@ -230,6 +231,12 @@ def main() -> None:
         help="batches per turn in the interleaved measurement of the three paths",
     )
     ap.add_argument("--profile", metavar="FILE", help="cProfile the first service round into FILE (pstats)")
+    ap.add_argument(
+        "--without-latest",
+        action="store_true",
+        help="after the first interleaved round, one more with the latest-value write left out "
+        "(a diagnostic of what that write costs the service; not a path the product runs)",
+    )
     ap.add_argument("--keep", action="store_true", help="keep the benchmark database")
     args = ap.parse_args()
     setup_django()
@@ -416,6 +423,27 @@ class Bench:
         )
 
 
+@contextlib.contextmanager
+def latest_left_out() -> Iterator[None]:
+    """The ingest service without its latest-value write (--without-latest): what it would reach
+    if that write cost nothing. Samples, alerts and events are written as always."""
+    from monitoring import storage
+
+    begin, upsert = storage.latest_begin, storage.latest_upsert
+
+    def no_side(*columns: Any) -> None:
+        return None
+
+    def reads_only(rows: Any, *, reads: Any = ()) -> list[list[tuple[Any, ...]]]:
+        return upsert([], reads=reads)
+
+    storage.latest_begin, storage.latest_upsert = no_side, reads_only  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        storage.latest_begin, storage.latest_upsert = begin, upsert
+
+
 def _cpu_now() -> tuple[float, float, float]:
     """CPU seconds so far of this thread, of Django's connection's server process and of the side
     connection's (the latest-value UPDATE): read from /proc when the server runs on this machine,
@@ -490,6 +518,10 @@ def run(args: argparse.Namespace) -> None:
     figures["endpoint"] = bench.endpoint(-10)
     report(f"day's partition {bench.partition_rows():,} rows", args, figures, n, len(bench.sids))
     interleaved(bench, -8, args, n)
+    if args.without_latest:
+        with latest_left_out():
+            print("  without the latest-value write (diagnostic):")
+            interleaved(bench, -5, args, n)
     # round 2: the day's partition past --grow-rows (a raw COPY baseline again, minutes before)
     if args.grow_rows:
         bench.grow(args.grow_rows)

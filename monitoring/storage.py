@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import operator
 import os
 import re
 import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
+from itertools import islice
 from typing import Any
 
 import psycopg
@@ -116,13 +118,20 @@ _COPY_ROW = struct.Struct(">hiqiiid")  # 3 fields, each its length and value: ts
 
 
 def _copy_binary(rows: Sequence[SampleRow]) -> bytes:
-    """``rows`` (ts, series_id, value) as one binary COPY stream (signature, tuples, trailer),
-    packed column by column (:func:`_strided`): a twentieth of the time of ``copy.write_row``
-    row by row."""
-    n = len(rows)
-    if not n:
+    """``rows`` (ts, series_id, value) as one binary COPY stream: :func:`copy_stream`."""
+    if not rows:
         return _COPY_SIGNATURE + _COPY_TRAILER
     tss, sids, values = zip(*rows, strict=True)
+    return copy_stream(tss, sids, values)
+
+
+def copy_stream(tss: Sequence[dt.datetime], sids: Sequence[int], values: Sequence[float]) -> bytes:
+    """Samples given as columns as one binary COPY stream (signature, tuples, trailer), packed
+    column by column (:func:`_strided`): a twentieth of the time of ``copy.write_row`` row by
+    row. A caller may pack it while it waits on the database (:func:`samples_write`'s ``packed``)."""
+    n = len(sids)
+    if not n:
+        return _COPY_SIGNATURE + _COPY_TRAILER
     same, column = _micros(tss)
     fields = [] if same is not None else [(6, 8, column)]
     fields += [(18, 4, struct.pack(f">{n}i", *sids)), (26, 8, struct.pack(f">{n}d", *values))]
@@ -146,11 +155,12 @@ for _cls in (_Int4Array, _Float8Array, _TimestamptzArray):
 def _columns(rows: Sequence[tuple[Any, Any, Any]], order: tuple[int, int, int]) -> list[_PackedArray]:
     """(series ids, times, values) of ``rows`` as binary arrays; ``order`` says where each is in a row."""
     sid, ts, value = order
-    return [
-        _int4s([r[sid] for r in rows]),
-        _timestamptzs([r[ts] for r in rows]),
-        _float8s([r[value] for r in rows]),
-    ]
+    return _arrays([r[sid] for r in rows], [r[ts] for r in rows], [r[value] for r in rows])
+
+
+def _arrays(sids: Sequence[int], tss: Sequence[dt.datetime], values: Sequence[float]) -> list[_PackedArray]:
+    """Columns (series ids, times, values) as binary arrays."""
+    return [_int4s(sids), _timestamptzs(tss), _float8s(values)]
 
 
 def is_postgres() -> bool:
@@ -254,7 +264,11 @@ class SamplesRepeated(Exception):
 
 
 def samples_write(
-    rows: Sequence[SampleRow], day: dt.date | None = None, *, meanwhile: Callable[[], None] | None = None
+    rows: Sequence[SampleRow],
+    day: dt.date | None = None,
+    *,
+    meanwhile: Callable[[], None] | None = None,
+    packed: bytes | None = None,
 ) -> None:
     """Append raw samples (partitions must exist: see :func:`partitions_ensure`); one sample per
     (series, ts) and batch. A row that repeats a stored one raises :class:`SamplesRepeated`.
@@ -263,6 +277,7 @@ def samples_write(
     (no per-row routing, one partition's indexes opened), which is what a 1,000-sample batch needs.
     ``meanwhile``: called once the rows are sent, while PostgreSQL copies them (it must not use
     the database connection).
+    ``packed``: PostgreSQL: ``rows`` already packed by :func:`copy_stream`.
     """
     if not rows:
         return
@@ -276,7 +291,8 @@ def samples_write(
                         f"COPY {table} (ts, series_id, value) FROM STDIN (FORMAT BINARY)"
                     ) as copy,
                 ):
-                    copy.write(_copy_binary(rows))  # sent now (binary data is not buffered)
+                    # sent now (binary data is not buffered)
+                    copy.write(packed if packed is not None else _copy_binary(rows))
                     if meanwhile is not None:
                         meanwhile()
             except (IntegrityError, ProgrammingError) as exc:
@@ -349,22 +365,39 @@ WHERE {LATEST_TABLE}.ts <= EXCLUDED.ts
 """
 
 
-def _compiled(reads: Sequence[QuerySet[Any, Any]]) -> list[tuple[str, Any]]:
-    """The SQL and parameters of value querysets (Django compiles them here, in Python)."""
-    return [q.query.sql_with_params() for q in reads]
+# A read: a value queryset (``values_list``, not flat), or one compiled once by its caller as
+# (SQL with %s placeholders, parameters): sent as it is and prepared on the server (no queryset to
+# build and compile, no plan to make, per call).
+Read = QuerySet[Any, Any] | tuple[str, Sequence[Any]]
+
+
+def _compiled(reads: Sequence[Read]) -> list[tuple[str, Any, bool]]:
+    """The SQL, parameters and whether to prepare it, of each read (Django compiles querysets
+    here, in Python)."""
+    return [(*r, True) if isinstance(r, tuple) else (*r.query.sql_with_params(), False) for r in reads]
+
+
+def _read_here(read: Read) -> list[tuple[Any, ...]]:
+    """Run a read on Django's connection (raw SQL returns what the driver gives: naive text times
+    on SQLite, which is why compiled reads are for PostgreSQL)."""
+    if not isinstance(read, tuple):
+        return list(read)
+    with connection.cursor() as cur:
+        cur.execute(*read)
+        return [tuple(row) for row in cur.fetchall()]
 
 
 def _send_reads(
-    conn: psycopg.Connection[Any], queries: Sequence[tuple[str, Any]]
+    conn: psycopg.Connection[Any], queries: Sequence[tuple[str, Any, bool]]
 ) -> list[psycopg.Cursor[Any]]:
     """Execute compiled reads (:func:`_compiled`) on a raw connection (in its pipeline, if one is
     open): one cursor each, to be fetched by the caller. A cursor that failed to send is closed
     with the others."""
     readers: list[psycopg.Cursor[Any]] = []
     try:
-        for sql, params in queries:
+        for sql, params, prepare in queries:
             readers.append(reader := psycopg.Cursor(conn))
-            reader.execute(sql, params)
+            reader.execute(sql, params, prepare=prepare or None)
     except BaseException:
         for reader in readers:
             reader.close()
@@ -372,31 +405,39 @@ def _send_reads(
     return readers
 
 
-def _logged(queries: Sequence[tuple[str, Any]]) -> None:
+def _logged(queries: Sequence[tuple[str, Any, bool]]) -> None:
     """Reads sent past Django's cursor, logged by hand where Django logs queries (so that query
     counts in tests and the debug toolbar stay true)."""
     if connection.queries_logged:
         connection.queries_log.extend(
-            {"sql": sql % tuple(params), "time": "0.000"} for sql, params in queries
+            {"sql": sql % tuple(params), "time": "0.000"} for sql, params, _prepared in queries
         )
 
 
-def reads_first(reads: Sequence[QuerySet[Any, Any]]) -> list[list[tuple[Any, ...]]]:
-    """Run value querysets (``values_list``, not flat) in the current transaction, returning each
-    one's rows (tuples). PostgreSQL sends them together and, as the first statements of a
-    transaction, with its BEGIN (pipeline mode): they cost the round trip the BEGIN costs anyway."""
-    if not reads:
-        return []
-    if not is_postgres() or not psycopg.Pipeline.is_supported():
-        return [list(q) for q in reads]
-    connection.ensure_connection()
-    pg = connection.connection
+def reads_first(
+    reads: Sequence[Read], *, meanwhile: Callable[[], None] | None = None
+) -> list[list[tuple[Any, ...]]]:
+    """Run reads in the current transaction, returning each one's rows (tuples). PostgreSQL sends
+    them together and, as the first statements of a transaction, with its BEGIN (pipeline mode):
+    they cost the round trip the BEGIN costs anyway. ``meanwhile``: called once they are sent,
+    while PostgreSQL runs them (it must not use the database connection); elsewhere, after them."""
+    pg = None
+    if reads and is_postgres() and psycopg.Pipeline.is_supported():
+        connection.ensure_connection()
+        pg = connection.connection
+    if pg is None:
+        out = [_read_here(r) for r in reads]
+        if meanwhile is not None:
+            meanwhile()
+        return out
     queries = _compiled(reads)
     readers: list[psycopg.Cursor[Any]] = []
     try:
         with connection.wrap_database_errors:
             with pg.pipeline():
                 readers = _send_reads(pg, queries)
+                if meanwhile is not None:
+                    meanwhile()
             out = [reader.fetchall() for reader in readers]
     finally:
         for reader in readers:
@@ -503,9 +544,13 @@ class LatestWrite:
     """One batch's latest-value upsert, sent on the side connection and not waited for: call
     :meth:`commit` once the samples' transaction committed, :meth:`rollback` if it did not."""
 
-    def __init__(self, conn: psycopg.Connection[Any], rows: Sequence[tuple[int, dt.datetime, float]]) -> None:
-        self.conn, self.rows, self.done = conn, rows, False
-        self.params = _columns(rows, (0, 1, 2))
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        columns: tuple[Sequence[int], Sequence[dt.datetime], Sequence[float]],
+    ) -> None:
+        self.conn, self.columns, self.done = conn, columns, False
+        self.params = _arrays(*columns)
         self.cursor = psycopg.Cursor(conn)
         self.pipeline = conn.pipeline()
         self.pipeline.__enter__()
@@ -520,7 +565,7 @@ class LatestWrite:
         self.done = True
         try:
             self.pipeline.__exit__(None, None, None)
-            if self.cursor.rowcount < len(self.rows):  # new series (their rows committed by now)
+            if self.cursor.rowcount < len(self.columns[0]):  # new series (their rows committed by now)
                 self.cursor.execute(_LATEST_PG, self.params, prepare=True, binary=True)
             self.conn.commit()
         except psycopg.Error:
@@ -530,7 +575,7 @@ class LatestWrite:
             )
             self._discard()
             with transaction.atomic():
-                latest_upsert(self.rows)
+                latest_upsert(list(zip(*self.columns, strict=True)))
         finally:
             self.cursor.close()
 
@@ -554,18 +599,23 @@ class LatestWrite:
                 _side.conn = None
 
 
-def latest_begin(rows: Sequence[tuple[int, dt.datetime, float]]) -> LatestWrite | None:
-    """Start the latest-value upsert of ``rows`` (series_id, ts, value; one per series) on the
-    side connection. ``None`` where there is none (SQLite; no connection could be opened): the
-    caller upserts with :func:`latest_upsert` in its own transaction. Not for a batch inside a
-    caller's transaction, whose fate the batch cannot know."""
-    if not rows or not is_postgres():
+def latest_begin(
+    sids: Sequence[int], tss: Sequence[dt.datetime], values: Sequence[float]
+) -> LatestWrite | None:
+    """Start the latest-value upsert of these columns (series ids, times, values; one point per
+    series) on the side connection. ``None`` where there is none (SQLite; no connection could be
+    opened): the caller upserts with :func:`latest_upsert` in its own transaction. Not for a batch
+    inside a caller's transaction, whose fate the batch cannot know."""
+    if not sids or not is_postgres():
         return None
     conn = _side_connection()
     if conn is None:
         return None
+    if not all(map(operator.lt, sids, islice(sids, 1, None))):  # one lock order for every writer
+        order = sorted(range(len(sids)), key=sids.__getitem__)
+        sids, tss, values = [sids[i] for i in order], [tss[i] for i in order], [values[i] for i in order]
     try:
-        return LatestWrite(conn, sorted(rows))  # one lock order for every writer of these rows
+        return LatestWrite(conn, (sids, tss, values))
     except psycopg.Error:
         log.warning(
             "telemetry: side connection failed; latest values in the batch's transaction", exc_info=True

@@ -29,6 +29,7 @@ from django.utils import timezone, translation
 from django.utils.translation import gettext as _
 
 from inventory.models import PSU, Node
+from monitoring import storage
 from monitoring.messages import alert_message_en, alert_text, alert_value, event_parts
 from monitoring.models import Alert, AlertRule, AlertState, Event, LatestValue
 from portal.models import AuditEntry
@@ -125,6 +126,24 @@ def alert_states_between(lo: int, hi: int) -> QuerySet[AlertState, tuple[Any, ..
     return AlertState.objects.filter(series_id__gte=lo, series_id__lte=hi).values_list(
         "pk", "rule_id", "series_id", "pending_since"
     )
+
+
+_STATES_SQL: list[str] = []  # alert_states_between's SQL, compiled once per process
+
+
+def alert_states_read(lo: int, hi: int) -> storage.Read:
+    """:func:`alert_states_between` as a read for ``storage.reads_first``: on PostgreSQL its SQL
+    is compiled once per process and prepared on the server (building and compiling the queryset
+    was a tenth of an ingest batch's Python); elsewhere the queryset (SQLite's raw rows carry
+    times as text)."""
+    if connection.vendor != "postgresql":
+        return alert_states_between(lo, hi)
+    if not _STATES_SQL:
+        sql, params = alert_states_between(-1, -2).query.sql_with_params()
+        if tuple(params) != (-1, -2):  # pragma: no cover - Django changed how it compiles this
+            return alert_states_between(lo, hi)
+        _STATES_SQL.append(sql)
+    return _STATES_SQL[0], (lo, hi)
 
 
 def alert_quiet_bands(rules: Mapping[str, Sequence[AlertRule]]) -> tuple[dict[str, float], dict[str, float]]:

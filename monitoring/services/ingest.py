@@ -429,7 +429,7 @@ def _ingest_atomic(
 ) -> IngestReport:
     from monitoring.services.alerts import (
         alert_rules_by_metric,
-        alert_states_between,
+        alert_states_read,
         alerts_evaluate,
         alerts_plan,
     )
@@ -454,36 +454,50 @@ def _ingest_atomic(
             if len(set(sids) if len(set(tss)) == 1 else set(zip(sids, tss, strict=True))) < len(items):
                 items, sids, tss = _first_of_each(items, sids, tss, report)
             values: list[float] = list(map(_VALUE, items))
-            latest: dict[int, tuple[dt.datetime, float]] = {}
-            rules = alert_rules_by_metric()  # before the COPY: it may read the database
+            rules = alert_rules_by_metric()  # before the batch's first statement: it may read
+            rows = list(zip(tss, sids, values, strict=True))
+            early = bool(items) and not nested and not merge
+            packed: bytes | None = None
+            watch: _Watch | None = None
+
+            def before_copy() -> None:
+                """While PostgreSQL begins the transaction and reads the alert states: the COPY
+                stream is packed, and the latest values go ahead on the side connection
+                (storage.latest_begin; every row will be stored, or the batch fails and they are
+                rolled back)."""
+                nonlocal side, packed
+                packed = storage.copy_stream(tss, sids, values)
+                side = storage.latest_begin(*_newest(sids, tss, values))
+                if side is not None:
+                    transaction.on_commit(side.commit)  # first: before the ingest signal's callback
+
             # the alert states of the batch's series, read with the transaction's BEGIN (in its
-            # round trip): neither the COPY nor the latest values wait for them later
+            # round trip, while the work above is done)
             state_rows = (
-                storage.reads_first([alert_states_between(min(sids), max(sids))])[0]
+                storage.reads_first(
+                    [alert_states_read(min(sids), max(sids))], meanwhile=before_copy if early else None
+                )[0]
                 if rules and sids
                 else None
             )
-            watch: _Watch | None = None
+            if early and packed is None:
+                before_copy()
 
             def meanwhile() -> None:
-                """While PostgreSQL copies the samples (no query on this connection): every row
-                will be stored (or the batch fails), so their latest values go ahead on the side
-                connection (storage.latest_begin), and what alert evaluation needs is prepared."""
-                nonlocal side, watch, latest
-                latest = _newest(sids, tss, values)
-                side = storage.latest_begin([(sid, ts, value) for sid, (ts, value) in latest.items()])
-                if side is not None:
-                    transaction.on_commit(side.commit)  # first: before the ingest signal's callback
+                """While PostgreSQL copies the samples (no query on this connection): what alert
+                evaluation needs is prepared."""
+                nonlocal watch
                 watch = _watch(items, sids, values, rules, state_rows)
                 watch.plan = alerts_plan(watch.series, rules=rules, state_rows=state_rows)
 
             if items:
                 stored = _samples_store(
-                    list(zip(tss, sids, values, strict=True)),
+                    rows,
                     days,
                     nested=nested,
                     merge=merge,
-                    meanwhile=meanwhile if not nested and not merge else None,
+                    meanwhile=meanwhile if early else None,
+                    packed=packed,
                 )
                 if stored is not None and len(stored) < len(items):  # the rest were stored before
                     keep = [i for i, pair in enumerate(zip(sids, tss, strict=True)) if pair in stored]
@@ -492,8 +506,6 @@ def _ingest_atomic(
                     sids, tss = [sids[i] for i in keep], [tss[i] for i in keep]
                     values = [values[i] for i in keep]
             report.stored = len(items)
-            if side is None and not latest:
-                latest = _newest(sids, tss, values)
             if watch is None:
                 watch = _watch(items, sids, values, rules, state_rows)
             series, watched, stateful = watch.series, watch.watched, watch.stateful
@@ -504,7 +516,7 @@ def _ingest_atomic(
             # alone here while the side connection moves them
             plan = watch.plan or alerts_plan(series, rules=rules, state_rows=state_rows)
             read = storage.latest_upsert(
-                [] if side is not None else [(sid, ts, value) for sid, (ts, value) in latest.items()],
+                [] if side is not None else list(zip(*_newest(sids, tss, values), strict=True)),
                 reads=plan.reads,
             )
             alert_ids = alerts_evaluate(series, watched, events, now=now, plan=plan, read=read)
@@ -580,16 +592,17 @@ def _watch(
 
 def _newest(
     sids: Sequence[int], tss: Sequence[dt.datetime], values: Sequence[float]
-) -> dict[int, tuple[dt.datetime, float]]:
-    """The newest point of each series (one time per batch is the common case)."""
+) -> tuple[Sequence[int], Sequence[dt.datetime], Sequence[float]]:
+    """The newest point of each series, as columns (series ids, times, values): the batch itself
+    when it has one time (its series are distinct by then: see _first_of_each)."""
     if len(set(tss)) <= 1:
-        return dict(zip(sids, zip(tss, values, strict=True), strict=True))
+        return sids, tss, values
     latest: dict[int, tuple[dt.datetime, float]] = {}
     for sid, ts, value in zip(sids, tss, values, strict=True):
         prev = latest.get(sid)
         if prev is None or prev[0] < ts:
             latest[sid] = (ts, value)
-    return latest
+    return list(latest), [p[0] for p in latest.values()], [p[1] for p in latest.values()]
 
 
 def _first_of_each(
@@ -613,17 +626,19 @@ def _samples_store(
     nested: bool,
     merge: bool,
     meanwhile: Callable[[], None] | None = None,
+    packed: bytes | None = None,
 ) -> set[tuple[int, dt.datetime]] | None:
     """COPY the batch; ``None`` when all rows were written. ``merge`` (or a repeat met inside the
     caller's transaction): write only the rows not stored yet and return the (series, ts) written.
-    ``meanwhile`` (not with ``nested`` or ``merge``): Python work to do while PostgreSQL copies."""
+    ``meanwhile`` (not with ``nested`` or ``merge``): Python work to do while PostgreSQL copies;
+    ``packed``: the rows' COPY stream, packed already (storage.copy_stream)."""
     storage.partitions_ensure(days)
     day = days[0] if len(days) == 1 else None
     if merge:
         return storage.samples_merge(rows)
     if not nested:
         # a repeat aborts the transaction: _ingest merges
-        storage.samples_write(rows, day, meanwhile=meanwhile)
+        storage.samples_write(rows, day, meanwhile=meanwhile, packed=packed)
         return None
     try:
         with transaction.atomic():

@@ -156,8 +156,8 @@ def test_alert_states_read_with_the_batchs_begin_fire_and_resolve(
     first_reads: list[Any] = []
     real = storage.reads_first
 
-    def spy(queries: Any) -> Any:
-        first_reads.append(out := real(queries))
+    def spy(queries: Any, **kwargs: Any) -> Any:
+        first_reads.append(out := real(queries, **kwargs))
         return out
 
     monkeypatch.setattr(storage, "reads_first", spy)
@@ -210,6 +210,72 @@ def test_reads_first_run_in_the_transaction_they_begin(inv: Any) -> None:
         if q["sql"].startswith('SELECT "inventory_node"."hostname"')
     ]
     assert len(read) == 3 and f'"id" = {node.pk} ' in read[0] and '"id" = -1 ' in read[1]
+
+
+def test_reads_first_run_their_meanwhile_while_the_server_runs_the_reads(inv: Any) -> None:
+    from django.db import transaction
+
+    key = 424242
+    seen: list[Any] = []
+    with psycopg.connect(**_params(), autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", [key])
+        backend = connection.cursor().connection.info.backend_pid
+
+        def meanwhile() -> None:
+            # the read was sent: the server is running it (waiting for the lock held here)
+            seen.append(
+                other.execute(
+                    "SELECT wait_event_type, query FROM pg_stat_activity WHERE pid = %s", [backend]
+                ).fetchone()
+            )
+            other.execute("SELECT pg_advisory_unlock(%s)", [key])
+
+        with transaction.atomic():
+            read = ("SELECT pg_advisory_xact_lock_shared(%s)::text, %s", (key, 7))
+            assert storage.reads_first([read], meanwhile=meanwhile) == [[("", 7)]]
+    assert seen[0][0] == "Lock" and "pg_advisory_xact_lock_shared" in seen[0][1]
+
+
+def test_alert_states_compiled_once_read_the_rows_the_queryset_reads(inv: Any) -> None:
+    from django.db import transaction
+    from django.test.utils import CaptureQueriesContext
+
+    from monitoring.models import AlertRule, AlertState
+    from monitoring.services import alerts
+
+    inv.node("gpu01")
+    t0 = timezone.now().replace(microsecond=0) - dt.timedelta(minutes=1)
+    telemetry_ingest_samples(_batch(t0, 50.0), now=t0)
+    rule = AlertRule.objects.create(
+        name="hot", kind=AlertRule.Kind.THRESHOLD, metric="temperature_c", threshold=1
+    )
+    sids = sorted(LatestValue.objects.values_list("series_id", flat=True))
+    AlertState.objects.create(rule=rule, series_id=sids[-1], pending_since=t0)
+    lo, hi = sids[0], sids[-1]
+    read = alerts.alert_states_read(lo, hi)
+    assert isinstance(read, tuple) and read[1] == (lo, hi)
+    assert alerts.alert_states_read(lo, lo)[0] is read[0]  # compiled once
+    with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+        rows = storage.reads_first([read, alerts.alert_states_read(hi + 1, hi + 9)])
+    assert rows == [list(alerts.alert_states_between(lo, hi)), []]
+    assert rows[0] and rows[0][0][1:] == (rule.pk, hi, t0)
+    assert sum("monitoring_alertstate" in q["sql"] for q in queries.captured_queries) == 2
+
+
+def test_latest_values_of_series_given_out_of_order_and_at_several_times(inv: Any) -> None:
+    inv.node("gpu01")
+    t0 = timezone.now().replace(microsecond=0) - dt.timedelta(minutes=1)
+    telemetry_ingest_samples(_batch(t0, 50.0), now=t0)
+    # the higher series id first (the side UPDATE takes its rows in id order), two times each
+    later, earlier = (
+        _batch(t0 + dt.timedelta(seconds=20), 52.0, 320.0),
+        _batch(t0 + dt.timedelta(seconds=10), 51.0, 310.0),
+    )
+    telemetry_ingest_samples([later[1], earlier[1], earlier[0], later[0]], now=t0)
+    assert _latest_elsewhere() == {"temperature_c": 52.0, "power_w": 320.0}
+    # one time, the higher id first
+    telemetry_ingest_samples(list(reversed(_batch(t0 + dt.timedelta(seconds=30), 53.0, 330.0))), now=t0)
+    assert _latest_elsewhere() == {"temperature_c": 53.0, "power_w": 330.0}
 
 
 def test_reads_first_failing_raise_a_database_error_and_roll_back(inv: Any) -> None:
