@@ -9,6 +9,7 @@ duration) or by hand. Acknowledging marks it seen without resolving it.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import logging
 import math
@@ -128,7 +129,12 @@ def alert_states_between(lo: int, hi: int) -> QuerySet[AlertState, tuple[Any, ..
     )
 
 
-_STATES_SQL: list[str] = []  # alert_states_between's SQL, compiled once per process
+@functools.cache
+def _alert_states_sql() -> str | None:
+    """:func:`alert_states_between`'s SQL, compiled once per process (``None`` should Django
+    ever compile its two bounds differently)."""
+    sql, params = alert_states_between(-1, -2).query.sql_with_params()
+    return sql if tuple(params) == (-1, -2) else None
 
 
 def alert_states_read(lo: int, hi: int) -> storage.Read:
@@ -136,14 +142,8 @@ def alert_states_read(lo: int, hi: int) -> storage.Read:
     is compiled once per process and prepared on the server (building and compiling the queryset
     was a tenth of an ingest batch's Python); elsewhere the queryset (SQLite's raw rows carry
     times as text)."""
-    if connection.vendor != "postgresql":
-        return alert_states_between(lo, hi)
-    if not _STATES_SQL:
-        sql, params = alert_states_between(-1, -2).query.sql_with_params()
-        if tuple(params) != (-1, -2):  # pragma: no cover - Django changed how it compiles this
-            return alert_states_between(lo, hi)
-        _STATES_SQL.append(sql)
-    return _STATES_SQL[0], (lo, hi)
+    sql = _alert_states_sql() if connection.vendor == "postgresql" else None
+    return (sql, (lo, hi)) if sql is not None else alert_states_between(lo, hi)
 
 
 def alert_quiet_bands(rules: Mapping[str, Sequence[AlertRule]]) -> tuple[dict[str, float], dict[str, float]]:

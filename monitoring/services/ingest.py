@@ -473,15 +473,9 @@ def _ingest_atomic(
 
             # the alert states of the batch's series, read with the transaction's BEGIN (in its
             # round trip, while the work above is done)
-            state_rows = (
-                storage.reads_first(
-                    [alert_states_read(min(sids), max(sids))], meanwhile=before_copy if early else None
-                )[0]
-                if rules and sids
-                else None
-            )
-            if early and packed is None:
-                before_copy()
+            reads = [alert_states_read(min(sids), max(sids))] if rules and sids else []
+            found = storage.reads_first(reads, meanwhile=before_copy if early else None)
+            state_rows = found[0] if reads else None
 
             def meanwhile() -> None:
                 """While PostgreSQL copies the samples (no query on this connection): what alert
