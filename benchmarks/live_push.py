@@ -9,7 +9,9 @@ with 4 cards each, opens the clients on /ws/live/overview/ with a session cookie
 process ingests telemetry for every node (temperature, power, utilisation of each card: one
 batch per round, every ``--interval`` s) the way a Celery worker would: its on-commit signal feeds
 the coalescer, whose flush sends the group events. Each frame carries the commit time (the
-``data-ts`` of #live-status); a client's delay is its receipt time minus that. The bare fan-out
+``data-ts`` of #live-status: when the batch's latest values, written behind its samples, were
+committed; each round prints how long after the ingest call returned that was); a client's delay
+is its receipt time minus that. The bare fan-out
 is ``group_send`` of a small message to the same number of plain clients (/ws/live/bench/).
 Prints, per round, when the worker's flush had published the overview event and the other
 groups; then p50/p95/p99 of both and the server's CPU for each phase, raw and above the
@@ -112,6 +114,7 @@ def ingest_worker(rounds: int, interval: float, nodes: int) -> None:
     from channels.layers import get_channel_layer
 
     from inventory.models import Node
+    from monitoring import storage
     from monitoring.services import telemetry_ingest_samples
     from portal.live import groups, push
 
@@ -154,7 +157,13 @@ def ingest_worker(rounds: int, interval: float, nodes: int) -> None:
             for m, v in (("temperature_c", 55.0 + s), ("power_w", 300.0), ("utilization_pct", 90.0))
         ]
         telemetry_ingest_samples(samples)
-        print(f"ROUND {r} samples={len(samples)} commit_s={time.time() - t0:.3f}", flush=True)
+        returned = time.time()
+        storage.latest_flush()  # the frames' clock starts here: the latest values' commit
+        print(
+            f"ROUND {r} samples={len(samples)} commit_s={returned - t0:.3f} "
+            f"latest_values_committed_after_s={time.time() - returned:.3f}",
+            flush=True,
+        )
         if r == 0:  # the warm-up round filled the latest values: statistics, as autovacuum would
             from django.db import connection
 

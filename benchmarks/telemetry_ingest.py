@@ -11,7 +11,8 @@ UTC day (yesterday, so that the day's partition can be grown before the clock mo
                 10,000-row and in --batch-row transactions (the service's batch size)
   service       telemetry_ingest_samples() with --batch samples per call (validation, bounds,
                 deduplication, series resolution, COPY, latest values, alert evaluation,
-                events), warm series cache
+                events), warm series cache; the latest values are written behind the batches
+                (monitoring.storage), and every measured path or turn ends by waiting for them
   endpoint      POST /api/monitoring/ingest/ (JSON, 1,000 samples per request) through Django's
                 test client (in-process: no network, no server threads)
 then grows that day's partition past --grow-rows rows (generated in SQL for the same series,
@@ -161,13 +162,14 @@ def bench_raw_copy(rows: list[tuple[dt.datetime, int, float]], batch: int = 10_0
 def _service_worker(
     batches: list[list[dict[str, object]]], ready: Any, go: Any, done: Any
 ) -> None:  # pragma: no cover - runs in a child process
-    from monitoring import services
+    from monitoring import services, storage
 
     ready.release()
     go.wait()
     n = 0
     for batch in batches:
         n += services.telemetry_ingest_samples(batch).stored
+    storage.latest_flush()  # the latest values written behind count too
     done.put(n)
 
 
@@ -298,7 +300,7 @@ class Bench:
             return bench_raw_copy(rows, batch=batch)
 
     def service(self, minutes: float) -> float:
-        from monitoring import services
+        from monitoring import services, storage
 
         batches = []
         for k in range(self.ticks):
@@ -313,6 +315,7 @@ class Bench:
         with inputs_frozen():
             t = time.perf_counter()
             n = sum(services.telemetry_ingest_samples(b).stored for b in batches)
+            storage.latest_flush()  # the latest values written behind count too
             elapsed = time.perf_counter() - t
         if profiler is not None:
             import pstats
@@ -323,6 +326,8 @@ class Bench:
         return n / elapsed
 
     def endpoint(self, minutes: float) -> float:
+        from monitoring import storage
+
         bodies = []
         for k in range(self.ticks):
             tick = samples_for(self.targets, self.at(minutes, k))
@@ -334,13 +339,14 @@ class Bench:
                 resp = self.client.post("/api/monitoring/ingest/", data=body, content_type="application/json")
                 assert resp.status_code == 202, resp.content[:300]
                 n += resp.json()["stored"]
+            storage.latest_flush()
             return n / (time.perf_counter() - t)
 
     def interleaved(self, minutes: float, turn: int) -> dict[str, float]:
         """Samples/s of raw COPY (--batch-row transactions), the service and the endpoint, the
         three taking turns of ``turn`` batches each (in a rotating order) over the same ticks:
         each path sees the same machine load, so their ratios hold on a shared, noisy machine."""
-        from monitoring import services
+        from monitoring import services, storage
 
         batch = self.args.batch
         raw: list[list[tuple[dt.datetime, int, float]]] = []
@@ -358,8 +364,12 @@ class Bench:
             bench_raw_copy(rows, batch=batch)
             return len(rows)
 
+        # a turn ends when its latest values are written too: the writer's work is the turn's,
+        # not the next path's
         def run_service(chunk: list[list[dict[str, object]]]) -> int:
-            return sum(services.telemetry_ingest_samples(b).stored for b in chunk)
+            n = sum(services.telemetry_ingest_samples(b).stored for b in chunk)
+            storage.latest_flush()
+            return n
 
         def run_endpoint(chunk: list[str]) -> int:
             n = 0
@@ -367,6 +377,7 @@ class Bench:
                 resp = self.client.post("/api/monitoring/ingest/", data=body, content_type="application/json")
                 assert resp.status_code == 202, resp.content[:300]
                 n += resp.json()["stored"]
+            storage.latest_flush()
             return n
 
         paths: list[tuple[str, list[Any], Callable[[Any], int]]] = [
@@ -429,33 +440,34 @@ def latest_left_out() -> Iterator[None]:
     if that write cost nothing. Samples, alerts and events are written as always."""
     from monitoring import storage
 
-    begin, upsert = storage.latest_begin, storage.latest_upsert
+    later, upsert = storage.latest_later, storage.latest_upsert
 
-    def no_side(*columns: Any) -> None:
-        return None
+    def not_written(*columns: Any, then: Any = None) -> None:
+        if then is not None:
+            then()
 
     def reads_only(rows: Any, *, reads: Any = ()) -> list[list[tuple[Any, ...]]]:
         return upsert([], reads=reads)
 
-    storage.latest_begin, storage.latest_upsert = no_side, reads_only  # type: ignore[assignment]
+    storage.latest_later, storage.latest_upsert = not_written, reads_only  # type: ignore[assignment]
     try:
         yield
     finally:
-        storage.latest_begin, storage.latest_upsert = begin, upsert
+        storage.latest_later, storage.latest_upsert = later, upsert
 
 
 def _cpu_now() -> tuple[float, float, float]:
-    """CPU seconds so far of this thread, of Django's connection's server process and of the side
-    connection's (the latest-value UPDATE): read from /proc when the server runs on this machine,
-    else zeros for the servers."""
+    """CPU seconds so far of this process (its threads: the caller's and the latest-value writer's),
+    of Django's connection's server process and of the latest-value writer's (its UPDATE): read
+    from /proc when the server runs on this machine, else zeros for the servers."""
     from django.db import connection
 
     from monitoring import storage
 
     connection.ensure_connection()
-    side = storage._side_connection()
-    pids = [connection.connection.info.backend_pid, side.info.backend_pid if side is not None else 0]
-    return (time.thread_time(), *(_proc_cpu(pid) for pid in pids))  # type: ignore[return-value]
+    writer = next((c for c in storage._writer._conns.values() if not c.closed), None)
+    pids = [connection.connection.info.backend_pid, writer.info.backend_pid if writer is not None else 0]
+    return (time.process_time(), *(_proc_cpu(pid) for pid in pids))  # type: ignore[return-value]
 
 
 def _proc_cpu(pid: int) -> float:
@@ -560,7 +572,9 @@ def interleaved(bench: Bench, minutes: float, args: argparse.Namespace, n: int) 
             ("endpoint", bench.cpu["endpoint"]),
         )
     )
-    print(f"  CPU per {args.batch} samples (this process + its server process + the side one): {parts}")
+    print(
+        f"  CPU per {args.batch} samples (this process + its server process + the latest-value writer's): {parts}"
+    )
 
 
 def series_query(bench: Bench, rows_wanted: int) -> None:

@@ -24,6 +24,7 @@ from django.utils.translation import gettext_lazy as _
 
 from inventory.choices import NodeRole
 from inventory.models import Card, CardModel, Cluster, Node
+from monitoring import storage
 from monitoring.messages import METRIC_LABELS
 from monitoring.parsers.metrics import METRICS
 from monitoring.parsers.prom_mapping import default_mapping, mapping_errors
@@ -76,13 +77,24 @@ class Sample(models.Model):
         return f"{self.series_id}@{self.ts:%Y-%m-%d %H:%M:%S}={self.value:g}"
 
 
+class LatestValueManager(models.Manager["LatestValue"]):
+    def get_queryset(self) -> models.QuerySet[LatestValue]:
+        # read-your-writes: what this process ingested is committed before it is read here
+        storage.latest_flush()
+        return super().get_queryset()
+
+
 class LatestValue(models.Model):
-    """The newest value of each series: committed with its batch's samples, or right after them from
-    the ingest's side connection (monitoring.storage.latest_begin)."""
+    """The newest value of each series: written behind its batch's samples by the ingesting
+    process's writer (monitoring.storage: "latest values, written behind the batch"), or in the
+    batch's transaction inside a caller's. Reads go through a manager that waits for that
+    process's pending writes."""
 
     series = models.OneToOneField(Series, primary_key=True, on_delete=models.CASCADE, related_name="latest")
     ts = models.DateTimeField()
     value = models.FloatField()
+
+    objects = LatestValueManager()
 
     def __str__(self) -> str:
         return f"{self.series_id}={self.value:g}"

@@ -2,14 +2,15 @@
 """The lowest storage layer of telemetry: the only place that branches on the database vendor.
 
 PostgreSQL: daily partitions of ``monitoring_sample``, binary COPY for samples, one UPDATE/INSERT
-of binary arrays for latest values (on a side connection while the samples are copied: see
-:func:`latest_begin`), date_trunc rollups, partition drops for retention.
+of binary arrays for latest values (written behind the batch by this process's writer thread: see
+"latest values, written behind the batch"), date_trunc rollups, partition drops for retention.
 SQLite (the demo): plain tables, executemany, strftime buckets, DELETE for retention.
 Everything above this module has one code path.
 """
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import logging
 import operator
@@ -17,6 +18,7 @@ import os
 import re
 import struct
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from itertools import islice
@@ -492,37 +494,250 @@ def latest_upsert(
     return out
 
 
-# -- latest values on a side connection ---------------------------------------------------------
-# A batch's latest-value UPDATE costs PostgreSQL as much as its COPY (6-7 ms per 1,000 rows here,
-# benchmarks/telemetry_ingest.py): run in the batch's own transaction the two are serial. On a side
-# connection of the same thread the UPDATE runs in a second server process at the same time as the
-# COPY, the alert reads and the evaluation, and commits right after the samples' transaction.
-# "Committed" for /latest: when an ingest call returns, its samples and then its latest values are
-# committed; a reader between the two commits (a millisecond) sees the samples with the previous
-# latest values. Latest values are derived data (the next batch of a series rewrites its row):
-# the side transaction commits without waiting for its WAL flush (synchronous_commit off), so a
-# PostgreSQL crash may take the last fraction of a second of latest values, never a sample.
-_side = threading.local()
+# -- latest values, written behind the batch --------------------------------------------------
+# A batch's latest-value UPDATE costs PostgreSQL two thirds of what its COPY costs (4 against 6-7 ms
+# of server CPU per 1,000 rows here: benchmarks/telemetry_ingest.py). In the batch's path, even on
+# a side connection that ran it beside the COPY, it held the ingest service at 36-43 % of raw COPY.
+# So it is written behind: once a batch's samples commit, its latest values go to this process's
+# writer, a thread with its own connection (autocommit, synchronous_commit off), which writes them
+# while the caller goes on (validating its next batch, when the database is otherwise idle) and
+# then calls the batch's ``then`` (the ingest signal: live frames show committed values).
+#
+# What "committed" means for latest values (/api/monitoring/latest/, the pages, alert inputs):
+# - when an ingest call returns, its samples are committed; its latest values are committed
+#   a few milliseconds later (their UPDATE's time; longer only while the writer is behind, and
+#   a caller waits once WRITER_BACKLOG batches are pending, so the lag stays bounded);
+# - in the process that ingested, every read of latest values sees them at once: such reads
+#   wait for the writer first (latest_flush; LatestValue's manager does it, raw SQL readers call it);
+# - another process may read the previous value for those milliseconds, never a value older
+#   than the previous one, and never a latest value whose sample is not committed;
+# - latest values are derived data: a write that fails twice is logged and the next batch of the
+#   series rewrites its row; a PostgreSQL crash may lose their last fraction of a second
+#   (synchronous_commit off), never a sample.
+WRITER_BACKLOG = 16
+WRITER_FLUSH_TIMEOUT_S = 10.0
 _SIDE_PARAMS_DROPPED = ("cursor_factory", "context", "prepare_threshold")
+
+ConnKey = tuple[Any, ...]
+
+
+def _connect_params() -> tuple[ConnKey, dict[str, Any]]:
+    """The key and the psycopg parameters of a plain connection to the database Django's
+    connection uses (UTC, commits not waiting for their WAL flush: derived data)."""
+    sd = connection.settings_dict
+    key = (sd["NAME"], sd["HOST"], sd["PORT"], sd["USER"])
+    params = connection.get_connection_params()
+    kept = {k: v for k, v in params.items() if k not in _SIDE_PARAMS_DROPPED}
+    kept["options"] = f"{kept.get('options', '')} -c synchronous_commit=off -c timezone=UTC".strip()
+    return key, kept
+
+
+class _LatestWriter:
+    """This process's latest-value writer: a queue of batches' columns, written in order by one
+    daemon thread (started on first use) on a connection of its own per database."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._queue: deque[
+            tuple[ConnKey, dict[str, Any], tuple[Any, Any, Any], Callable[[], None] | None]
+        ] = deque()
+        self._submitted = self._done = 0
+        self._thread: threading.Thread | None = None
+        self._io = threading.Lock()  # held while writing, and across a fork
+        self._conns: dict[ConnKey, psycopg.Connection[Any]] = {}
+        self._params: dict[ConnKey, dict[str, Any]] = {}
+
+    def submit(
+        self,
+        sids: Sequence[int],
+        tss: Sequence[dt.datetime],
+        values: Sequence[float],
+        then: Callable[[], None] | None,
+    ) -> None:
+        sd = connection.settings_dict
+        key = (sd["NAME"], sd["HOST"], sd["PORT"], sd["USER"])
+        params = self._params.get(key)
+        if params is None:
+            key, params = _connect_params()
+            self._params[key] = params
+        with self._cond:
+            # a writer that cannot keep up slows its callers down instead of piling up batches
+            # (for WRITER_FLUSH_TIMEOUT_S at most: a writer stuck on a lock never stops ingest)
+            self._cond.wait_for(lambda: len(self._queue) < WRITER_BACKLOG, WRITER_FLUSH_TIMEOUT_S)
+            self._queue.append((key, params, (sids, tss, values), then))
+            self._submitted += 1
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="latest-values", daemon=True)
+                self._thread.start()
+                _at_exit(self._flush_at_exit)
+            self._cond.notify_all()
+
+    def flush(self, timeout: float = WRITER_FLUSH_TIMEOUT_S) -> bool:
+        """Wait until every batch submitted so far is written (and its ``then`` called); False
+        when ``timeout`` ran out first. The writer's own thread (a ``then`` that reads) returns
+        at once."""
+        if threading.current_thread() is self._thread:
+            return True
+        with self._cond:
+            target = self._submitted
+            if self._done >= target:
+                return True
+            done = self._cond.wait_for(lambda: self._done >= target, timeout)
+        if not done:
+            log.warning("telemetry: latest values still being written after %.0f s", timeout)
+        return done
+
+    def _flush_at_exit(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            self.flush(timeout=5.0)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: bool(self._queue))
+                key, params, columns, then = self._queue.popleft()
+                self._cond.notify_all()  # room in the backlog
+            try:
+                with self._io:
+                    self._write(key, params, columns)
+            except Exception:  # noqa: BLE001 - the thread must outlive any one batch
+                log.exception("telemetry: latest values of a batch not written")
+            try:
+                if then is not None:
+                    then()
+            except Exception:  # noqa: BLE001
+                log.exception("telemetry: after latest values were written")
+            finally:
+                with self._cond:
+                    self._done += 1
+                    self._cond.notify_all()
+
+    def _write(self, key: ConnKey, params: dict[str, Any], columns: tuple[Any, Any, Any]) -> None:
+        """UPDATE the rows of these columns (one statement, in series id order: one lock order for
+        every writer), then insert the series that had none; once more on a fresh connection
+        when the connection broke."""
+        sids, tss, values = columns
+        if not all(map(operator.lt, sids, islice(sids, 1, None))):
+            order = sorted(range(len(sids)), key=sids.__getitem__)
+            sids, tss, values = [sids[i] for i in order], [tss[i] for i in order], [values[i] for i in order]
+        arrays = _arrays(sids, tss, values)
+        for attempt in (1, 2):
+            conn = self._conns.get(key)
+            try:
+                if conn is None or conn.closed:
+                    conn = self._conns[key] = psycopg.connect(**params, autocommit=True)
+                with psycopg.Cursor(conn) as cur:
+                    cur.execute(_LATEST_UPDATE_PG, arrays, prepare=True, binary=True)
+                    if cur.rowcount < len(sids):  # new series (or older samples: no-ops)
+                        cur.execute(_LATEST_PG, arrays, prepare=True, binary=True)
+                return
+            except psycopg.OperationalError:
+                if conn is not None:
+                    conn.close()
+                self._conns.pop(key, None)
+                if attempt == 2:
+                    raise
+                log.warning("telemetry: the latest-value connection broke; writing again", exc_info=True)
+
+    def close(self) -> None:
+        """Close the writer's connections (the next batch opens them again)."""
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+
+    def before_fork(self) -> None:
+        self.flush(timeout=2.0)
+        self._io.acquire()
+        self.close()
+
+    def after_fork_in_parent(self) -> None:
+        self._io.release()
+
+
+_writer = _LatestWriter()
+
+
+def _writer_reset_in_child() -> None:
+    """A forked child starts with a writer of its own (the parent's thread did not come along;
+    its connections were closed before the fork)."""
+    global _writer  # noqa: PLW0603
+    _writer = _LatestWriter()
+
+
+os.register_at_fork(
+    before=lambda: _writer.before_fork(),
+    after_in_parent=lambda: _writer.after_fork_in_parent(),
+    after_in_child=_writer_reset_in_child,
+)
+
+
+def _at_exit(flush: Callable[[], None]) -> None:
+    """Run ``flush`` when the interpreter exits, before the atexit handlers: what it writes sends
+    the batches' ingest signals, whose live push flushes in an atexit handler (registered when
+    the first signal arrives: a short-lived process, a management command, still pushes). The
+    threading module's exit hooks run first (concurrent.futures uses them the same way)."""
+    register = getattr(threading, "_register_atexit", None)
+    try:
+        if register is not None:
+            register(flush)
+            return
+    except RuntimeError:  # the interpreter is already shutting down
+        return
+    atexit.register(flush)
+
+
+def latest_behind() -> bool:
+    """Whether latest values can be written behind their batch here (PostgreSQL, outside any
+    caller's transaction, whose fate the batch cannot know). Elsewhere the caller upserts them
+    with :func:`latest_upsert` in its own transaction."""
+    return is_postgres() and not connection.in_atomic_block
+
+
+def latest_later(
+    sids: Sequence[int],
+    tss: Sequence[dt.datetime],
+    values: Sequence[float],
+    *,
+    then: Callable[[], None] | None = None,
+) -> None:
+    """Hand these columns (series ids, times, values; one point per series, their samples
+    committed) to this process's writer; ``then`` is called on its thread once they are written
+    (or failed to be). See the section's comment for what callers and readers can rely on."""
+    _writer.submit(sids, tss, values, then)
+
+
+def latest_flush(timeout: float = WRITER_FLUSH_TIMEOUT_S) -> bool:
+    """Wait until the latest values this process handed to its writer are committed (at once
+    when none are pending). Every reader of latest values calls it: read-your-writes."""
+    return _writer.flush(timeout)
+
+
+def latest_writer_close() -> None:
+    """Write what is pending, then close the writer's connections (tests)."""
+    _writer.flush()
+    with _writer._io:
+        _writer.close()
+
+
+# -- a side connection for reads ----------------------------------------------------------------
+_side = threading.local()
 
 
 def _side_connection() -> psycopg.Connection[Any] | None:
     """This thread's side connection to the database Django's connection uses (opened on first
     use; reopened after it broke)."""
+    conn: psycopg.Connection[Any] | None = getattr(_side, "conn", None)
     sd = connection.settings_dict
     key = (sd["NAME"], sd["HOST"], sd["PORT"], sd["USER"])
-    conn: psycopg.Connection[Any] | None = getattr(_side, "conn", None)
     if conn is not None and (conn.closed or getattr(_side, "key", None) != key):
         conn.close()
         conn = _side.conn = None
     if conn is None:
         try:
-            params = connection.get_connection_params()
-            kept = {k: v for k, v in params.items() if k not in _SIDE_PARAMS_DROPPED}
-            kept["options"] = f"{kept.get('options', '')} -c synchronous_commit=off -c timezone=UTC".strip()
-            conn = psycopg.connect(**kept)
+            key, params = _connect_params()
+            conn = psycopg.connect(**params)
         except psycopg.Error:
-            log.warning("telemetry: no side connection for latest values", exc_info=True)
+            log.warning("telemetry: no side connection for reads", exc_info=True)
             return None
         _side.conn, _side.key = conn, key
     return conn
@@ -538,90 +753,6 @@ def side_connection_close() -> None:
 
 # a forked child must not share the socket of its parent's side connection
 os.register_at_fork(before=side_connection_close)
-
-
-class LatestWrite:
-    """One batch's latest-value upsert, sent on the side connection and not waited for: call
-    :meth:`commit` once the samples' transaction committed, :meth:`rollback` if it did not."""
-
-    def __init__(
-        self,
-        conn: psycopg.Connection[Any],
-        columns: tuple[Sequence[int], Sequence[dt.datetime], Sequence[float]],
-    ) -> None:
-        self.conn, self.columns, self.done = conn, columns, False
-        self.params = _arrays(*columns)
-        self.cursor = psycopg.Cursor(conn)
-        self.pipeline = conn.pipeline()
-        self.pipeline.__enter__()
-        self.cursor.execute(_LATEST_UPDATE_PG, self.params, prepare=True, binary=True)  # sent, not waited
-
-    def commit(self) -> None:
-        """Finish the UPDATE, insert the rows of new series, commit. On any database error the
-        rows are upserted on Django's connection instead (after the samples' commit): a side
-        connection that broke loses no latest value."""
-        if self.done:
-            return
-        self.done = True
-        try:
-            self.pipeline.__exit__(None, None, None)
-            if self.cursor.rowcount < len(self.columns[0]):  # new series (their rows committed by now)
-                self.cursor.execute(_LATEST_PG, self.params, prepare=True, binary=True)
-            self.conn.commit()
-        except psycopg.Error:
-            log.warning(
-                "telemetry: latest values via the side connection failed; writing them directly",
-                exc_info=True,
-            )
-            self._discard()
-            with transaction.atomic():
-                latest_upsert(list(zip(*self.columns, strict=True)))
-        finally:
-            self.cursor.close()
-
-    def rollback(self) -> None:
-        if self.done:
-            return
-        self.done = True
-        try:
-            self.pipeline.__exit__(None, None, None)
-            self.conn.rollback()
-        except psycopg.Error:
-            self._discard()
-        finally:
-            self.cursor.close()
-
-    def _discard(self) -> None:
-        try:
-            self.conn.close()
-        finally:
-            if getattr(_side, "conn", None) is self.conn:
-                _side.conn = None
-
-
-def latest_begin(
-    sids: Sequence[int], tss: Sequence[dt.datetime], values: Sequence[float]
-) -> LatestWrite | None:
-    """Start the latest-value upsert of these columns (series ids, times, values; one point per
-    series) on the side connection. ``None`` where there is none (SQLite; no connection could be
-    opened): the caller upserts with :func:`latest_upsert` in its own transaction. Not for a batch
-    inside a caller's transaction, whose fate the batch cannot know."""
-    if not sids or not is_postgres():
-        return None
-    conn = _side_connection()
-    if conn is None:
-        return None
-    if not all(map(operator.lt, sids, islice(sids, 1, None))):  # one lock order for every writer
-        order = sorted(range(len(sids)), key=sids.__getitem__)
-        sids, tss, values = [sids[i] for i in order], [tss[i] for i in order], [values[i] for i in order]
-    try:
-        return LatestWrite(conn, (sids, tss, values))
-    except psycopg.Error:
-        log.warning(
-            "telemetry: side connection failed; latest values in the batch's transaction", exc_info=True
-        )
-        side_connection_close()
-        return None
 
 
 @contextmanager
@@ -777,6 +908,7 @@ def latest_power_by_cluster(
         ") per_node WHERE newest IS NOT NULL GROUP BY cluster_id"
     )
     args = [node_metric, fresh, card_metric, fresh, fresh, *params, node_metric, card_metric]
+    latest_flush()
     with connection.cursor() as cur:
         cur.execute(sql, args)
         rows = cur.fetchall()

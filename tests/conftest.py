@@ -52,6 +52,12 @@ def _empty_unmanaged_tables(request: Any) -> Any:
         return
     from django.db import connection
 
+    from monitoring import storage
+
+    # latest values written behind this test's batches land in it, and no connection of the
+    # writer (or a side one) outlives it: the test database is dropped at the end
+    storage.latest_writer_close()
+    storage.side_connection_close()
     blocker = request.getfixturevalue("django_db_blocker")
     with blocker.unblock(), connection.cursor() as cur:
         cur.execute("TRUNCATE monitoring_sample")

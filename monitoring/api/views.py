@@ -482,7 +482,10 @@ class SeriesView(APIView):
 
 
 class LatestView(APIView):
-    """GET ?node=&card=&metric=: the newest value of each matching series (values-based, lean)."""
+    """GET ?node=&card=&metric=: the newest value of each matching series (values-based, lean).
+
+    A batch's latest values are committed just after its samples (written behind them, within
+    milliseconds), so a read between the two sees the previous value of a series, never an older one."""
 
     permission_classes = [HasPerm.of("monitoring.view_latestvalue")]
 

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from inventory.choices import CARD_NOT_INSTALLED, NodeStatus
 from inventory.models import Card, Cluster, Node
+from monitoring import storage
 from monitoring.health import probes as probe_cmds
 from monitoring.health.rules import RULES, CardFacts, NodeFacts, params_clean, rule_probes
 from monitoring.models import (
@@ -148,6 +149,7 @@ def _latest_rows(metrics: list[str], node_ids: list[int] | None) -> Iterable[tup
         sql, params = LATEST_SQL, list[Any]([metrics])
         if node_ids is not None:
             sql, params = sql + " AND s.node_id = ANY(%s)", [metrics, node_ids]
+        storage.latest_flush()  # read-your-writes, as LatestValue's manager does
         with connection.cursor() as cur:
             cur.execute(sql, params)
             return cur.fetchall()

@@ -1,7 +1,7 @@
 """Telemetry ingest: validate a batch, resolve series, COPY samples, store events, evaluate the
-alert rules of the touched targets, all in one transaction; upsert the latest values (on a side
-connection while the samples are copied, committed right after them: see storage.latest_begin;
-inside a caller's transaction, in it); hand the changed ids to ``telemetry_ingested`` on commit.
+alert rules of the touched targets, all in one transaction; write the latest values behind it once
+it commits (this process's writer: storage's "latest values, written behind the batch"; inside a
+caller's transaction, in it); hand the changed ids to ``telemetry_ingested`` once both are committed.
 
 Entry points (the HTTP endpoint, the pull collectors and the simulator use them):
 ``telemetry_ingest_text(format, text, node_hostname=…)`` and ``telemetry_ingest_samples(samples)``.
@@ -435,97 +435,91 @@ def _ingest_atomic(
     )
 
     report = IngestReport()
-    side: storage.LatestWrite | None = None
-    try:
-        with transaction.atomic():
-            missing = {it[0] for it in items if it[3] is None} if None in map(_INFO, items) else None
-            fresh = _resolve_series(missing, report) if missing else {}
-            if not RATE_COUNTERS.keys().isdisjoint(map(_METRIC, map(_KEY, items))):
-                derived = _derived_rates(items, fresh)
-                missing = {it[0] for it in derived if it[3] is None} - fresh.keys()
-                if missing:
-                    fresh.update(_resolve_series(missing, report))
-                items = [*items, *derived]
-            if fresh:
-                items = [it if it[3] is not None else (it[0], it[1], it[2], fresh[it[0]]) for it in items]
-            sids: list[int] = list(map(_SID, map(_INFO, items)))  # every item has its series now
-            tss: list[dt.datetime] = list(map(_TS, items))
-            # one sample per (series, ts); a batch of one time repeats none when its series don't
-            if len(set(sids) if len(set(tss)) == 1 else set(zip(sids, tss, strict=True))) < len(items):
-                items, sids, tss = _first_of_each(items, sids, tss, report)
-            values: list[float] = list(map(_VALUE, items))
-            rules = alert_rules_by_metric()  # before the batch's first statement: it may read
-            rows = list(zip(tss, sids, values, strict=True))
-            early = bool(items) and not nested and not merge
-            packed: bytes | None = None
-            watch: _Watch | None = None
+    # latest values written behind the batch, once its samples are committed (storage's "latest
+    # values, written behind the batch"); inside a caller's transaction, in it
+    behind = storage.latest_behind()
+    with transaction.atomic():
+        missing = {it[0] for it in items if it[3] is None} if None in map(_INFO, items) else None
+        fresh = _resolve_series(missing, report) if missing else {}
+        if not RATE_COUNTERS.keys().isdisjoint(map(_METRIC, map(_KEY, items))):
+            derived = _derived_rates(items, fresh)
+            missing = {it[0] for it in derived if it[3] is None} - fresh.keys()
+            if missing:
+                fresh.update(_resolve_series(missing, report))
+            items = [*items, *derived]
+        if fresh:
+            items = [it if it[3] is not None else (it[0], it[1], it[2], fresh[it[0]]) for it in items]
+        sids: list[int] = list(map(_SID, map(_INFO, items)))  # every item has its series now
+        tss: list[dt.datetime] = list(map(_TS, items))
+        # one sample per (series, ts); a batch of one time repeats none when its series don't
+        if len(set(sids) if len(set(tss)) == 1 else set(zip(sids, tss, strict=True))) < len(items):
+            items, sids, tss = _first_of_each(items, sids, tss, report)
+        values: list[float] = list(map(_VALUE, items))
+        rules = alert_rules_by_metric()  # before the batch's first statement: it may read
+        rows = list(zip(tss, sids, values, strict=True))
+        early = bool(items) and not nested and not merge
+        packed: bytes | None = None
+        watch: _Watch | None = None
 
-            def before_copy() -> None:
-                """While PostgreSQL begins the transaction and reads the alert states: the COPY
-                stream is packed, and the latest values go ahead on the side connection
-                (storage.latest_begin; every row will be stored, or the batch fails and they are
-                rolled back)."""
-                nonlocal side, packed
-                packed = storage.copy_stream(tss, sids, values)
-                side = storage.latest_begin(*_newest(sids, tss, values))
-                if side is not None:
-                    transaction.on_commit(side.commit)  # first: before the ingest signal's callback
+        def before_copy() -> None:
+            """While PostgreSQL begins the transaction and reads the alert states: the COPY
+            stream is packed."""
+            nonlocal packed
+            packed = storage.copy_stream(tss, sids, values)
 
-            # the alert states of the batch's series, read with the transaction's BEGIN (in its
-            # round trip, while the work above is done)
-            reads = [alert_states_read(min(sids), max(sids))] if rules and sids else []
-            found = storage.reads_first(reads, meanwhile=before_copy if early else None)
-            state_rows = found[0] if reads else None
+        # the alert states of the batch's series, read with the transaction's BEGIN (in its
+        # round trip, while the work above is done)
+        reads = [alert_states_read(min(sids), max(sids))] if rules and sids else []
+        found = storage.reads_first(reads, meanwhile=before_copy if early else None)
+        state_rows = found[0] if reads else None
 
-            def meanwhile() -> None:
-                """While PostgreSQL copies the samples (no query on this connection): what alert
-                evaluation needs is prepared."""
-                nonlocal watch
-                watch = _watch(items, sids, values, rules, state_rows)
-                watch.plan = alerts_plan(watch.series, rules=rules, state_rows=state_rows)
+        def meanwhile() -> None:
+            """While PostgreSQL copies the samples (no query on this connection): what alert
+            evaluation needs is prepared."""
+            nonlocal watch
+            watch = _watch(items, sids, values, rules, state_rows)
+            watch.plan = alerts_plan(watch.series, rules=rules, state_rows=state_rows)
 
-            if items:
-                stored = _samples_store(
-                    rows,
-                    days,
-                    nested=nested,
-                    merge=merge,
-                    meanwhile=meanwhile if early else None,
-                    packed=packed,
-                )
-                if stored is not None and len(stored) < len(items):  # the rest were stored before
-                    keep = [i for i, pair in enumerate(zip(sids, tss, strict=True)) if pair in stored]
-                    report.duplicates += len(items) - len(keep)
-                    items = [items[i] for i in keep]
-                    sids, tss = [sids[i] for i in keep], [tss[i] for i in keep]
-                    values = [values[i] for i in keep]
-            report.stored = len(items)
-            if watch is None:
-                watch = _watch(items, sids, values, rules, state_rows)
-            series, watched, stateful = watch.series, watch.watched, watch.stateful
-            events = _store_events([*parsed_events, *_derived_events(stateful)], default_host)
-            report.events = len(events)
-            # the previous values stall rules compare with are read as of before the latest
-            # values move: in the latest-value upsert's round trip (in this transaction), or
-            # alone here while the side connection moves them
-            plan = watch.plan or alerts_plan(series, rules=rules, state_rows=state_rows)
-            read = storage.latest_upsert(
-                [] if side is not None else list(zip(*_newest(sids, tss, values), strict=True)),
-                reads=plan.reads,
+        if items:
+            stored = _samples_store(
+                rows,
+                days,
+                nested=nested,
+                merge=merge,
+                meanwhile=meanwhile if early else None,
+                packed=packed,
             )
-            alert_ids = alerts_evaluate(series, watched, events, now=now, plan=plan, read=read)
-            report.alert_ids = sorted(alert_ids)
-            node_ids = watch.node_ids | {e.node_id for e in events}
-            card_ids = watch.card_ids
-            transaction.on_commit(
-                lambda: telemetry_ingested.send(
-                    sender=Series, node_ids=node_ids, card_ids=card_ids, alert_ids=set(alert_ids)
-                )
+            if stored is not None and len(stored) < len(items):  # the rest were stored before
+                keep = [i for i, pair in enumerate(zip(sids, tss, strict=True)) if pair in stored]
+                report.duplicates += len(items) - len(keep)
+                items = [items[i] for i in keep]
+                sids, tss = [sids[i] for i in keep], [tss[i] for i in keep]
+                values = [values[i] for i in keep]
+        report.stored = len(items)
+        if watch is None:
+            watch = _watch(items, sids, values, rules, state_rows)
+        series, watched, stateful = watch.series, watch.watched, watch.stateful
+        events = _store_events([*parsed_events, *_derived_events(stateful)], default_host)
+        report.events = len(events)
+        # the previous values stall rules compare with: this batch's latest values have not moved
+        # yet (written behind, after the commit; or in the upsert's round trip, after the reads)
+        plan = watch.plan or alerts_plan(series, rules=rules, state_rows=state_rows)
+        newest = _newest(sids, tss, values)
+        read = storage.latest_upsert([] if behind else list(zip(*newest, strict=True)), reads=plan.reads)
+        alert_ids = alerts_evaluate(series, watched, events, now=now, plan=plan, read=read)
+        report.alert_ids = sorted(alert_ids)
+        node_ids = watch.node_ids | {e.node_id for e in events}
+        card_ids = watch.card_ids
+
+        def ingested() -> None:
+            telemetry_ingested.send(
+                sender=Series, node_ids=node_ids, card_ids=card_ids, alert_ids=set(alert_ids)
             )
-    except BaseException:
-        if side is not None:  # the samples were not committed: neither are their latest values
-            side.rollback()
-        raise
+
+        if behind and sids:  # the live frames once the latest values are committed too
+            transaction.on_commit(lambda: storage.latest_later(*newest, then=ingested))
+        else:
+            transaction.on_commit(ingested)
     return report
 
 

@@ -69,6 +69,7 @@ class Coalescer:
     def __init__(self) -> None:
         self._pid = os.getpid()
         self._lock = threading.Lock()
+        self._flushing = threading.Lock()
         self._wake = threading.Event()
         self._pending: Batch = {}
         self._resync: set[str] = set()  # groups whose last send failed
@@ -162,7 +163,13 @@ class Coalescer:
 
     def flush(self) -> Messages:
         """Route and send what is pending now (also called directly by tests and the benchmark);
-        first the resyncs of groups whose send failed before."""
+        first the resyncs of groups whose send failed before. One flush at a time: the exit
+        flush of a short-lived process waits for the one its thread may be in the middle of
+        (the daemon thread would be killed mid-send)."""
+        with self._flushing:
+            return self._flush()
+
+    def _flush(self) -> Messages:
         with self._lock:
             resync, self._resync = self._resync, set()
         if resync:

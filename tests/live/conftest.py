@@ -64,17 +64,21 @@ def rig(transactional_db: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def ingest() -> Callable[..., Any]:
-    """ingest(card, temperature=..., power=...) through the telemetry service (on commit: signals)."""
+    """ingest(card, temperature=..., power=...) through the telemetry service; returns once the
+    batch's latest values are committed too (written behind it) and its signal has been sent."""
+    from monitoring import storage
     from monitoring.services import telemetry_ingest_samples
 
     def run(card: Any, *, temperature: float = 50.0, power: float = 200.0) -> Any:
         base = {"node": card.node.hostname, "card": card.gpu_uuid}
-        return telemetry_ingest_samples(
+        report = telemetry_ingest_samples(
             [
                 {**base, "metric": "temperature_c", "value": temperature},
                 {**base, "metric": "power_w", "value": power},
             ]
         )
+        storage.latest_flush()
+        return report
 
     return run
 

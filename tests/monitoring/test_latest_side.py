@@ -1,11 +1,17 @@
-"""Latest values written on the side connection (monitoring.storage.latest_begin): a batch ingested
-outside any caller's transaction commits its samples, then its latest values from a second
-PostgreSQL session that ran the UPDATE while the samples were copied. These tests commit for real
-(transaction=True): what one session wrote is read back from another."""
+"""Latest values written behind their batch (monitoring.storage: "latest values, written behind the
+batch"): a batch ingested outside any caller's transaction commits its samples, then this process's
+writer commits its latest values from a PostgreSQL session of its own, and only then sends the
+ingest signal; reads in this process wait for it. The batch's reads with its BEGIN and the side
+connection for reads are here too. These tests commit for real (transaction=True): what one session
+wrote is read back from another."""
 
 from __future__ import annotations
 
 import datetime as dt
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -44,8 +50,11 @@ def _params() -> dict[str, Any]:
     }
 
 
-def _latest_elsewhere() -> dict[str, float]:
-    """Latest values as another session sees them (committed only)."""
+def _latest_elsewhere(*, flushed: bool = True) -> dict[str, float]:
+    """Latest values as another session sees them (committed only); ``flushed``: once this
+    process's writer has written what it was given."""
+    if flushed:
+        assert storage.latest_flush()
     with psycopg.connect(**_params()) as other:
         rows = other.execute(
             "SELECT s.metric, l.value FROM monitoring_latestvalue l JOIN monitoring_series s ON s.id = l.series_id"
@@ -53,32 +62,130 @@ def _latest_elsewhere() -> dict[str, float]:
     return dict(rows)
 
 
-@pytest.fixture(autouse=True)
-def _fresh_side() -> Any:
-    storage.side_connection_close()
-    yield
-    storage.side_connection_close()
+def _samples_elsewhere() -> int:
+    with psycopg.connect(**_params()) as other:
+        return int(other.execute("SELECT count(*) FROM monitoring_sample").fetchone()[0])
 
 
-def test_a_batch_commits_its_samples_and_its_latest_values_through_the_side_connection(inv: Any) -> None:
+def _writer_pid() -> int:
+    (conn,) = storage._writer._conns.values()
+    return int(conn.info.backend_pid)
+
+
+@contextmanager
+def _writer_held() -> Iterator[Callable[[], None]]:
+    """Every latest-value row locked by another session, so that the writer waits; yields the
+    function that releases them once the writer is seen waiting for them."""
+    other = psycopg.connect(**_params())
+    other.execute("SELECT series_id FROM monitoring_latestvalue FOR UPDATE").fetchall()
+
+    def release() -> None:
+        with psycopg.connect(**_params(), autocommit=True) as watcher:
+            for _ in range(500):
+                waiting = watcher.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                    "AND query LIKE '%%UPDATE monitoring_latestvalue l%%'"
+                ).fetchone()
+                if waiting and waiting[0]:
+                    break
+                time.sleep(0.01)
+            else:
+                raise AssertionError("the writer never waited for the locked rows")
+        other.rollback()
+
+    try:
+        yield release
+    finally:
+        other.close()
+
+
+def _first_batch(inv: Any) -> dt.datetime:
+    """gpu01 with its first batch (50 C, 300 W) written, latest values included; returns its time."""
     inv.node("gpu01")
     t0 = timezone.now().replace(microsecond=0) - dt.timedelta(minutes=1)
-    # first sight: the series are new, their latest rows are inserted after the samples' commit
     telemetry_ingest_samples(_batch(t0, 50.0), now=t0)
-    side = storage._side.conn
-    assert side is not None and not side.closed  # the side connection was used
+    assert storage.latest_flush()
+    return t0
+
+
+@pytest.fixture(autouse=True)
+def _fresh_side() -> Any:
+    storage.latest_writer_close()
+    storage.side_connection_close()
+    yield
+    storage.latest_writer_close()
+    storage.side_connection_close()
+
+
+def test_a_batch_commits_its_samples_and_its_latest_values_are_written_behind_it(inv: Any) -> None:
+    inv.node("gpu01")
+    t0 = timezone.now().replace(microsecond=0) - dt.timedelta(minutes=1)
+    # first sight: the series are new, their latest rows are inserted by the writer
+    telemetry_ingest_samples(_batch(t0, 50.0), now=t0)
     assert _latest_elsewhere() == {"temperature_c": 50.0, "power_w": 300.0}
-    # the next batch moves existing rows (the UPDATE ran on the side connection)
-    telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=10), 61.5, 310.0), now=t0)
-    assert _latest_elsewhere() == {"temperature_c": 61.5, "power_w": 310.0}
-    assert storage._side.conn is side  # one side connection per thread, kept
-    assert Sample.objects.count() == 4
+    writer = _writer_pid()
+    # while the writer is held up, the next batch returns with its samples committed and the
+    # previous latest values still in place; they move once the writer could write
+    with _writer_held() as release:
+        telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=10), 61.5, 310.0), now=t0)
+        assert _samples_elsewhere() == 4
+        assert _latest_elsewhere(flushed=False) == {"temperature_c": 50.0, "power_w": 300.0}
+        assert storage.latest_flush(timeout=0.2) is False  # still pending
+        release()
+        assert storage.latest_flush()
+    assert _latest_elsewhere(flushed=False) == {"temperature_c": 61.5, "power_w": 310.0}
+    assert _writer_pid() == writer  # one connection of the writer's, kept
     # an older batch arriving late never moves a latest value back
     telemetry_ingest_samples(_batch(t0 - dt.timedelta(seconds=10), 40.0, 290.0), now=t0)
     assert _latest_elsewhere() == {"temperature_c": 61.5, "power_w": 310.0}
 
 
-def test_a_batch_that_fails_after_the_side_update_began_leaves_no_latest_value(
+def test_this_process_reads_the_latest_values_it_ingested_at_once(inv: Any) -> None:
+    from monitoring import selectors
+
+    cluster = inv.cluster().pk
+    inv.node("gpu01", cluster_id=cluster)
+    t0 = timezone.now().replace(microsecond=0) - dt.timedelta(minutes=1)
+    telemetry_ingest_samples(_batch(t0, 50.0), now=t0)
+    assert storage.latest_flush()
+    with _writer_held() as release:
+        telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=10), 62.0, 320.0), now=t0)
+        # released from another thread once the writer waits for the rows: a read here waits
+        # for the writer (LatestValue's manager) instead of returning the previous values
+        threading.Thread(target=release).start()
+        seen = dict(LatestValue.objects.values_list("series__metric", "value"))
+    assert seen == {"temperature_c": 62.0, "power_w": 320.0}
+    # raw SQL readers wait as well (the overview's power per cluster)
+    with _writer_held() as release:
+        telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=20), 63.0, 330.0), now=t0)
+        threading.Thread(target=release).start()
+        power = storage.latest_power_by_cluster([cluster], "node_power_w", "power_w", t0)
+    assert power == [(cluster, 330.0, t0 + dt.timedelta(seconds=20))]
+    assert [v.value for v in selectors.latest_value_list(metric="temperature_c")] == [63.0]
+
+
+def test_the_ingest_signal_is_sent_once_the_latest_values_are_committed(inv: Any) -> None:
+    from monitoring.signals import telemetry_ingested
+
+    t0 = _first_batch(inv)
+    heard: list[dict[str, float]] = []
+
+    def listener(**kwargs: Any) -> None:  # what a live frame rendered now would show
+        heard.append(_latest_elsewhere(flushed=False))
+
+    telemetry_ingested.connect(listener)
+    try:
+        with _writer_held() as release:
+            telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=10), 70.0, 340.0), now=t0)
+            assert heard == []  # not at the samples' commit
+            release()
+            assert storage.latest_flush()
+    finally:
+        telemetry_ingested.disconnect(listener)
+    assert heard == [{"temperature_c": 70.0, "power_w": 340.0}]
+
+
+def test_a_batch_that_fails_before_its_commit_leaves_no_latest_value(
     inv: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     inv.node("gpu01")
@@ -88,11 +195,11 @@ def test_a_batch_that_fails_after_the_side_update_began_leaves_no_latest_value(
     def boom(*args: Any, **kwargs: Any) -> Any:
         raise IngestError(["the alert evaluation failed"])
 
-    # the side UPDATE is sent during the COPY; the batch then fails before its commit
+    # the batch fails after its COPY, before its commit
     monkeypatch.setattr("monitoring.services.alerts.alerts_evaluate", boom)
     with pytest.raises(IngestError):
         telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=10), 99.0, 500.0), now=t0)
-    # neither the samples nor their latest values were committed, and the side session is usable
+    # neither the samples nor their latest values were committed, and the writer goes on
     assert Sample.objects.count() == 2
     assert _latest_elsewhere() == {"temperature_c": 50.0, "power_w": 300.0}
     monkeypatch.undo()
@@ -105,32 +212,73 @@ def test_a_resent_batch_is_merged_and_its_latest_values_stay_right(inv: Any) -> 
     t0 = timezone.now().replace(microsecond=0) - dt.timedelta(minutes=1)
     telemetry_ingest_samples(_batch(t0, 50.0), now=t0)
     telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=10), 55.0), now=t0)
-    # the first batch again, with one new sample: the COPY is refused (side rolled back), the
-    # merge stores the new one only
+    # the first batch again, with one new sample: the COPY is refused, the merge stores the new
+    # one only
     again = [*_batch(t0, 50.0), *_batch(t0 + dt.timedelta(seconds=20), 58.0)]
     report = telemetry_ingest_samples(again, now=t0)
     assert (report.stored, report.duplicates) == (2, 2)
     assert _latest_elsewhere() == {"temperature_c": 58.0, "power_w": 300.0}
 
 
-def test_a_side_connection_that_broke_loses_no_latest_value(
+def test_a_writer_connection_that_broke_loses_no_latest_value(
     inv: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    inv.node("gpu01")
-    t0 = timezone.now().replace(microsecond=0) - dt.timedelta(minutes=1)
-    telemetry_ingest_samples(_batch(t0, 50.0), now=t0)
-    side = storage._side.conn
-    assert side is not None
-    # the server ends the side session (a restart, an idle timeout, an administrator)
+    t0 = _first_batch(inv)
+    writer = _writer_pid()
+    # the server ends the writer's session (a restart, an idle timeout, an administrator)
     with connection.cursor() as cur:
-        cur.execute("SELECT pg_terminate_backend(%s)", [side.info.backend_pid])
+        cur.execute("SELECT pg_terminate_backend(%s)", [writer])
     telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=10), 66.0, 333.0), now=t0)
-    assert "side connection" in caplog.text  # noticed, and written another way
     assert _latest_elsewhere() == {"temperature_c": 66.0, "power_w": 333.0}
-    # and the next batch has a working side connection again
+    assert "latest-value connection broke" in caplog.text  # noticed, and written again
+    assert _writer_pid() != writer
     telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=20), 67.0, 334.0), now=t0)
-    assert storage._side.conn is not None and storage._side.conn is not side
     assert _latest_elsewhere() == {"temperature_c": 67.0, "power_w": 334.0}
+
+
+def test_a_writer_behind_by_its_backlog_holds_its_callers_back(
+    inv: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    t0 = _first_batch(inv)
+    monkeypatch.setattr(storage, "WRITER_BACKLOG", 1)
+    with _writer_held() as release:
+        # the first batch is being written (held), the second waits in the backlog
+        for k in (1, 2):
+            telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=10 * k), 50.0 + k), now=t0)
+
+        def ingest_third() -> None:
+            try:
+                telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=30), 53.0), now=t0)
+            finally:
+                connection.close()  # this thread's own
+
+        third = threading.Thread(target=ingest_third, daemon=True)
+        third.start()
+        third.join(0.5)
+        assert third.is_alive()  # held back: the backlog is full
+        release()
+        third.join(10)
+        assert not third.is_alive()
+    assert _latest_elsewhere()["temperature_c"] == 53.0
+
+
+def test_a_forked_child_gets_a_writer_of_its_own(inv: Any) -> None:
+    import os
+
+    t0 = _first_batch(inv)
+    writer, pid = storage._writer, _writer_pid()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through its exit status only
+        ok = storage._writer is not writer and not storage._writer._conns and storage.latest_flush()
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    # the parent's connection was closed before the fork (no socket shared with the child) and
+    # its writer goes on with a new one
+    assert writer._conns == {}
+    telemetry_ingest_samples(_batch(t0 + dt.timedelta(seconds=10), 51.0, 301.0), now=t0)
+    assert _latest_elsewhere() == {"temperature_c": 51.0, "power_w": 301.0}
+    assert storage._writer is writer and _writer_pid() != pid
 
 
 def test_inside_a_callers_transaction_latest_values_are_written_in_it(inv: Any) -> None:
@@ -143,7 +291,7 @@ def test_inside_a_callers_transaction_latest_values_are_written_in_it(inv: Any) 
         # not visible elsewhere before the caller commits: nothing went around its transaction
         assert _latest_elsewhere() == {}
         assert LatestValue.objects.count() == 2
-    assert getattr(storage._side, "conn", None) is None
+    assert storage._writer._conns == {}  # the writer was not involved
     assert _latest_elsewhere() == {"temperature_c": 50.0, "power_w": 300.0}
 
 
