@@ -42,8 +42,18 @@ def _default_language() -> Any:
 @pytest.fixture(autouse=True)
 def _empty_unmanaged_tables(request: Any) -> Any:
     """Transactional tests end with a flush, which skips unmanaged tables: empty the raw samples
-    table (partitioned, written with COPY) so that no later test sees their rows."""
+    table (partitioned, written with COPY) so that no later test sees their rows. Before that,
+    after every test: the latest values written behind its batches land in it (a thread other
+    than the test's may have ingested outside the test's transaction), and no session of the
+    latest-value writer, or a side one, outlives it (the test database is dropped at the end)."""
     yield
+    from django.conf import settings
+
+    if settings.configured:
+        from monitoring import storage
+
+        storage.latest_writer_close()
+        storage.side_connection_close()
     marker = request.node.get_closest_marker("django_db")
     transactional = bool(marker and marker.kwargs.get("transaction")) or bool(
         {"transactional_db", "live_server"} & set(request.fixturenames)
@@ -52,12 +62,6 @@ def _empty_unmanaged_tables(request: Any) -> Any:
         return
     from django.db import connection
 
-    from monitoring import storage
-
-    # latest values written behind this test's batches land in it, and no connection of the
-    # writer (or a side one) outlives it: the test database is dropped at the end
-    storage.latest_writer_close()
-    storage.side_connection_close()
     blocker = request.getfixturevalue("django_db_blocker")
     with blocker.unblock(), connection.cursor() as cur:
         cur.execute("TRUNCATE monitoring_sample")
