@@ -521,11 +521,16 @@ _SIDE_PARAMS_DROPPED = ("cursor_factory", "context", "prepare_threshold")
 ConnKey = tuple[Any, ...]
 
 
+def _conn_key() -> ConnKey:
+    """Which database Django's connection uses (a writer or side session per database)."""
+    sd = connection.settings_dict
+    return (sd["NAME"], sd["HOST"], sd["PORT"], sd["USER"])
+
+
 def _connect_params() -> tuple[ConnKey, dict[str, Any]]:
     """The key and the psycopg parameters of a plain connection to the database Django's
     connection uses (UTC, commits not waiting for their WAL flush: derived data)."""
-    sd = connection.settings_dict
-    key = (sd["NAME"], sd["HOST"], sd["PORT"], sd["USER"])
+    key = _conn_key()
     params = connection.get_connection_params()
     kept = {k: v for k, v in params.items() if k not in _SIDE_PARAMS_DROPPED}
     kept["options"] = f"{kept.get('options', '')} -c synchronous_commit=off -c timezone=UTC".strip()
@@ -554,8 +559,7 @@ class _LatestWriter:
         values: Sequence[float],
         then: Callable[[], None] | None,
     ) -> None:
-        sd = connection.settings_dict
-        key = (sd["NAME"], sd["HOST"], sd["PORT"], sd["USER"])
+        key = _conn_key()
         params = self._params.get(key)
         if params is None:
             key, params = _connect_params()
@@ -727,8 +731,7 @@ def _side_connection() -> psycopg.Connection[Any] | None:
     """This thread's side connection to the database Django's connection uses (opened on first
     use; reopened after it broke)."""
     conn: psycopg.Connection[Any] | None = getattr(_side, "conn", None)
-    sd = connection.settings_dict
-    key = (sd["NAME"], sd["HOST"], sd["PORT"], sd["USER"])
+    key = _conn_key()
     if conn is not None and (conn.closed or getattr(_side, "key", None) != key):
         conn.close()
         conn = _side.conn = None
