@@ -694,9 +694,11 @@ def _resolve_series(missing: set[SeriesKey], report: IngestReport) -> dict[Serie
     for key in missing:
         wanted[(nodes[key[0]].pk, key[1], key[2], key[3])] = key
     existing = _series_lookup(wanted)
+    # created in key order (a set's order scatters them): a node's series get neighbouring ids, so
+    # that a batch of a few nodes touches few pages of the samples' and latest values' indexes
     to_create = [
         Series(node_id=nid, card_ref=ref, metric=metric, labels=labels, card_id=cards.get((nid, ref)))
-        for (nid, ref, metric, labels) in wanted
+        for (nid, ref, metric, labels) in sorted(wanted)
         if (nid, ref, metric, labels) not in existing
     ]
     if to_create:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import random
 from typing import Any
 
 import pytest
@@ -53,6 +54,31 @@ def test_json_samples_are_stored_with_series_and_latest_values(inv: Any) -> None
     assert temp.card_ref == H100_UUIDS[0]
     assert LatestValue.objects.get(series=temp).value == 42
     assert LatestValue.objects.get(series__metric="node_power_w").value == 900
+
+
+def test_a_batch_of_many_nodes_creates_each_nodes_series_with_neighbouring_ids(inv: Any) -> None:
+    # given three nodes, and one batch of their samples in shuffled order (a Prometheus scrape of
+    # many nodes: the order a set gives)
+    nodes = [inv.node(f"gpu{i:02d}") for i in range(3)]
+    now = timezone.now().replace(microsecond=0)
+    metrics = ["temperature_c", "power_w", "utilization_pct", "fan_pct"]
+    batch = [
+        _s(node.hostname, metric, 40, now, H100_UUIDS[c])
+        for node in nodes
+        for c in range(2)
+        for metric in metrics
+    ]
+    random.Random(7).shuffle(batch)
+    # when it is ingested
+    report = telemetry_ingest_samples(batch, now=now)
+    # then the series were created in key order (node, card, metric): each node's ids form one
+    # unbroken run, so a node's later batches touch neighbouring index pages
+    assert report.series_created == 24
+    created = list(Series.objects.order_by("id").values_list("node_id", "card_ref", "metric"))
+    assert created == sorted(created)
+    for node in nodes:
+        ids = list(Series.objects.filter(node=node).order_by("id").values_list("id", flat=True))
+        assert ids == list(range(ids[0], ids[0] + 8))
 
 
 def test_an_older_sample_never_overwrites_the_latest_value(inv: Any) -> None:
