@@ -384,9 +384,11 @@ class RemoteWriteView(APIView):
         return Response(report.as_dict(), status=status.HTTP_202_ACCEPTED)
 
 
-def _when(raw: str | None, default: dt.datetime) -> dt.datetime:
-    """A time of the series query: ISO 8601, epoch seconds or ``now-<n><s|m|h|d>``; ValueError
-    (a 400) for anything else, times beyond what a datetime holds included."""
+def _when(raw: str | None, default: dt.datetime, now: dt.datetime) -> dt.datetime:
+    """A time of the series query: ISO 8601, epoch seconds or ``now-<n><s|m|h|d>`` (before the
+    request's ``now``: one clock for both ends, so that ``from=now-5m`` spans exactly 5 minutes up
+    to the default ``to``); ValueError (a 400) for anything else, times beyond what a datetime
+    holds included."""
     if not raw:
         return default
     try:
@@ -394,7 +396,7 @@ def _when(raw: str | None, default: dt.datetime) -> dt.datetime:
             return dt.datetime.fromtimestamp(float(raw), tz=dt.UTC)
         if raw.startswith("now-") and raw[4:-1].isdigit() and raw[-1] in "smhd":
             unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[raw[-1]]
-            return timezone.now() - dt.timedelta(seconds=int(raw[4:-1]) * unit)
+            return now - dt.timedelta(seconds=int(raw[4:-1]) * unit)
         parsed = parse_datetime(raw.replace(" ", "+"))
     except (OverflowError, OSError, ValueError):
         raise ValueError(_("time out of range: %(v)r") % {"v": raw[:40]}) from None
@@ -459,8 +461,8 @@ class SeriesView(APIView):
         try:
             if not q.get("metric"):
                 raise ValueError(_("'metric' is required"))
-            end = _when(q.get("to"), now)
-            start = _when(q.get("from"), end - dt.timedelta(hours=1))
+            end = _when(q.get("to"), now, now)
+            start = _when(q.get("from"), end - dt.timedelta(hours=1), now)
             step = int(q.get("step", "60"))
             result = selectors.series_query(
                 metric=q["metric"],

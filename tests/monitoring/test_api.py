@@ -208,6 +208,17 @@ def test_series_endpoint_picks_resolution_and_buckets(inv: Any, api: APIClient) 
     assert points[0] == [int(start.timestamp()), 0.0, 2.5, 5.0]
 
 
+def test_a_relative_from_counts_back_from_the_same_now_as_the_default_to(inv: Any, api: APIClient) -> None:
+    # a Prometheus range query steps from "from": were "now-5m" read from a later clock than the
+    # default "to", the grid would stop a second short and miss the newest scrape (a flaky chart)
+    node = inv.node("gpu01")
+    resp = api.get("/api/monitoring/series/", {"node": node.pk, "metric": "temperature_c", "from": "now-5m"})
+    assert resp.status_code == 200, resp.content
+    body = resp.json()
+    span = dt.datetime.fromisoformat(body["to"]) - dt.datetime.fromisoformat(body["from"])
+    assert span == dt.timedelta(minutes=5)
+
+
 def test_series_endpoint_errors_are_400(api: APIClient) -> None:
     resp = api.get("/api/monitoring/series/", {"metric": "temperature_c", "card": "1", "from": "x"})
     assert resp.status_code == 400
