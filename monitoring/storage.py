@@ -18,6 +18,7 @@ import os
 import re
 import struct
 import threading
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -725,6 +726,9 @@ def latest_writer_close() -> None:
 
 # -- a side connection for reads ----------------------------------------------------------------
 _side = threading.local()
+# every thread's open side connection (a server thread pool's threads each open one)
+_side_open: weakref.WeakSet[psycopg.Connection[Any]] = weakref.WeakSet()
+_side_lock = threading.Lock()
 
 
 def _side_connection() -> psycopg.Connection[Any] | None:
@@ -743,6 +747,8 @@ def _side_connection() -> psycopg.Connection[Any] | None:
             log.warning("telemetry: no side connection for reads", exc_info=True)
             return None
         _side.conn, _side.key = conn, key
+        with _side_lock:
+            _side_open.add(conn)
     return conn
 
 
@@ -754,8 +760,19 @@ def side_connection_close() -> None:
         _side.conn = None
 
 
-# a forked child must not share the socket of its parent's side connection
-os.register_at_fork(before=side_connection_close)
+def side_connections_close_all() -> None:
+    """Close the side connection of every thread: before a fork (a child must not share their
+    sockets: its copy of a connection, collected, would end the parent's session) and before the
+    test database is dropped. A thread whose connection was closed opens a new one when it next
+    reads aside."""
+    with _side_lock:
+        conns = list(_side_open)
+        _side_open.clear()
+    for conn in conns:
+        conn.close()
+
+
+os.register_at_fork(before=side_connections_close_all)
 
 
 @contextmanager

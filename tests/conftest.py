@@ -45,7 +45,8 @@ def _empty_unmanaged_tables(request: Any) -> Any:
     table (partitioned, written with COPY) so that no later test sees their rows. Before that,
     after every test: the latest values written behind its batches land in it (a thread other
     than the test's may have ingested outside the test's transaction), and no session of the
-    latest-value writer, or a side one, outlives it (the test database is dropped at the end)."""
+    latest-value writer, or a side one of any thread, outlives it (the test database is dropped
+    at the end)."""
     yield
     from django.conf import settings
 
@@ -53,7 +54,7 @@ def _empty_unmanaged_tables(request: Any) -> Any:
         from monitoring import storage
 
         storage.latest_writer_close()
-        storage.side_connection_close()
+        storage.side_connections_close_all()
     marker = request.node.get_closest_marker("django_db")
     transactional = bool(marker and marker.kwargs.get("transaction")) or bool(
         {"transactional_db", "live_server"} & set(request.fixturenames)

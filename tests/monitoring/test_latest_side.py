@@ -500,6 +500,51 @@ def test_reads_aside_fall_back_to_this_connection_when_the_side_session_breaks(
     assert getattr(storage._side, "conn", None) is None or storage._side.conn is not side
 
 
+def test_a_fork_closes_every_threads_side_session_first(inv: Any) -> None:
+    import os
+
+    from django.db import connections
+
+    inv.node("gpu01")
+    t0 = timezone.now().replace(microsecond=0)
+    telemetry_ingest_samples(_batch(t0, 50.0), now=t0)
+    # given another thread (a server's thread pool) that read aside and keeps its side session
+    opened, forked = threading.Event(), threading.Event()
+    seen: dict[str, Any] = {}
+
+    def server_thread() -> None:
+        try:
+            with storage.reads_aside([_temperatures()]) as collect:
+                collect()
+            seen["side"] = storage._side.conn
+            opened.set()
+            forked.wait(10)
+            with storage.reads_aside([_temperatures()]) as collect:
+                seen["rows"] = collect()
+            seen["again"] = storage._side.conn
+        finally:
+            opened.set()
+            connections.close_all()
+
+    thread = threading.Thread(target=server_thread)
+    thread.start()
+    assert opened.wait(10)
+    pid = seen["side"].info.backend_pid
+    # when the process forks (a Celery worker's child) and the child exits
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child reports through its exit status only
+        os._exit(0)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    # then that session was closed by its own process before the fork (no socket shared with a
+    # child, whose copy, collected, would end it), and the thread reads aside again on a new one
+    assert seen["side"].closed
+    forked.set()
+    thread.join(10)
+    assert seen["rows"] == [[(50.0,)]]
+    assert seen["again"] is not seen["side"] and seen["again"].info.backend_pid != pid
+
+
 def test_a_block_left_before_collecting_leaves_the_side_session_usable(inv: Any) -> None:
     inv.node("gpu01")
     t0 = timezone.now().replace(microsecond=0)
