@@ -753,7 +753,7 @@ def _side_connection() -> psycopg.Connection[Any] | None:
 
 
 def side_connection_close() -> None:
-    """Close this thread's side connection (tests; a process about to fork)."""
+    """Close this thread's side connection (one that failed; tests)."""
     conn = getattr(_side, "conn", None)
     if conn is not None:
         conn.close()
