@@ -6,6 +6,7 @@ under CI=true always on the lab (a missing lab fails the test).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -34,14 +35,23 @@ def _eager(settings, celery_eager):
     simulator_reset()
 
 
+@contextlib.contextmanager
 def _browser():
+    """Playwright's sync API. Its event loop gives the ORM calls made in the block connections of
+    their own (asgiref's context-local storage): they are closed when the block ends, or they
+    would outlive the test database."""
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"CI=true and {CHROMIUM} is missing")
         pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium)")
+    from django.db import connections
     from playwright.sync_api import sync_playwright
 
-    return sync_playwright()
+    with sync_playwright() as pw:
+        try:
+            yield pw
+        finally:
+            connections.close_all()
 
 
 def _cluster():
