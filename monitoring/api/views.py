@@ -384,13 +384,13 @@ class RemoteWriteView(APIView):
         return Response(report.as_dict(), status=status.HTTP_202_ACCEPTED)
 
 
-def _when(raw: str | None, default: dt.datetime, now: dt.datetime) -> dt.datetime:
+def _when(raw: str | None, now: dt.datetime) -> dt.datetime | None:
     """A time of the series query: ISO 8601, epoch seconds or ``now-<n><s|m|h|d>`` (before the
     request's ``now``: one clock for both ends, so that ``from=now-5m`` spans exactly 5 minutes up
-    to the default ``to``); ValueError (a 400) for anything else, times beyond what a datetime
-    holds included."""
+    to the default ``to``); None when not given; ValueError (a 400) for anything else, times
+    beyond what a datetime holds included."""
     if not raw:
-        return default
+        return None
     try:
         if raw.lstrip("-").replace(".", "", 1).isdigit():
             return dt.datetime.fromtimestamp(float(raw), tz=dt.UTC)
@@ -461,8 +461,8 @@ class SeriesView(APIView):
         try:
             if not q.get("metric"):
                 raise ValueError(_("'metric' is required"))
-            end = _when(q.get("to"), now, now)
-            start = _when(q.get("from"), end - dt.timedelta(hours=1), now)
+            end = _when(q.get("to"), now) or now
+            start = _when(q.get("from"), now) or end - dt.timedelta(hours=1)
             step = int(q.get("step", "60"))
             result = selectors.series_query(
                 metric=q["metric"],
